@@ -1,0 +1,194 @@
+/* SPDX-License-Identifier: GPL-2.0-only WITH Linux-syscall-note */
+/*
+ * kvmstats - KVM binary statistics for every VM on the host
+ *
+ * /dev/kvmstats hands out read-only file descriptors whose contents are,
+ * byte for byte, what the running kernel's own KVM_GET_STATS_FD ioctl
+ * returns for the same VM or vCPU.  Unlike KVM_GET_STATS_FD, which KVM only
+ * answers for the process that created the VM, the device answers for any VM
+ * whose process is visible in the caller's pid namespace.
+ *
+ * Who may open the device is decided by the mode of its node alone.  The
+ * module creates it 0600 root:root; a packaging udev rule may hand it to a
+ * group.  Opening it O_RDONLY is enough for every ioctl below.  A stats fd
+ * is an ordinary file: it may be passed to a less privileged process
+ * (SCM_RIGHTS, fork) and stays readable there.  It grants nothing else.
+ *
+ * Ioctl magic: 0xBE.  It is unassigned in Documentation/userspace-api/ioctl/
+ * ioctl-number.rst of every kernel kvmstats supports, and it is deliberately
+ * not KVMIO (0xAE): a kvmstats command sent to a KVM fd, or a KVM command
+ * sent to /dev/kvmstats, fails with ENOTTY instead of meaning something.
+ *
+ * Every ioctl checks its sizes, flags and reserved fields before anything
+ * else: non-zero flags or reserved fields are EINVAL, an unreadable or
+ * unwritable argument is EFAULT, an unknown command is ENOTTY.  No value the
+ * device returns is, or is derived from, a kernel address.
+ *
+ *
+ * KVMSTATS_GET_API_VERSION		_IO(0xBE, 0x00)
+ *
+ *	Returns KVMSTATS_API_VERSION.  The argument must be 0 (EINVAL).
+ *
+ *
+ * KVMSTATS_LIST_VMS			_IOWR(0xBE, 0x01, struct kvmstats_vm_list)
+ *
+ *	Lists the VMs of the host as the caller's pid namespace sees them.
+ *	Each VM appears once, under the process whose address space created it
+ *	(the process that issued KVM_CREATE_VM), at the lowest fd number that
+ *	process holds for it, provided the process is visible in the caller's
+ *	pid namespace.  @pid is the thread-group id in that namespace.  Entries
+ *	are ordered by (pid, fd).
+ *
+ *	@nr is the room in @vms on input and the number of VMs on output.  If
+ *	the VMs do not fit, the ioctl fails with E2BIG and sets @nr to the
+ *	number needed; the contents of @vms are then unspecified.  The set of
+ *	VMs changes at any time, so callers retry with a larger array.
+ *	At most KVMSTATS_MAX_LIST entries are returned; a larger @nr is fine.
+ *
+ *	Blind spots, by design: a VM is not listed when its creating process
+ *	has exited (even while other processes or stats fds keep it alive),
+ *	when the creating process holds it only through vCPU, device or stats
+ *	fds, or when only a process it was passed to holds its VM fd.  Such a
+ *	VM is still reachable with KVMSTATS_GET_STATS_FD through any (pid, fd)
+ *	whose fd is its VM file.
+ *
+ *	Errors: EINVAL (@flags), EFAULT, E2BIG (see above), ENOMEM.
+ *
+ *
+ * KVMSTATS_GET_STATS_FD		_IOW(0xBE, 0x02, struct kvmstats_fd_request)
+ *
+ *	Returns a new stats fd for the VM whose VM file is open as @fd in
+ *	process @pid (0: the calling process), or for its vCPU number @vcpu.
+ *	@vcpu is the vCPU index, 0 .. nr_vcpus - 1 in creation order (not the
+ *	vcpu_id chosen at KVM_CREATE_VCPU), or -1 for the VM's own statistics.
+ *	@fd may be any fd number of that process whose file is a KVM VM file,
+ *	including a dup or an fd received from another process.
+ *
+ *	Errors, checked in this order:
+ *	  EINVAL  non-zero @flags or @reserved, or @vcpu < -1;
+ *	  ESRCH   no process @pid in the caller's pid namespace, @pid is a
+ *	          thread id that is not its thread group's id, or the process
+ *	          has exited;
+ *	  EBADF   @fd is negative or not open in that process;
+ *	  EINVAL  @fd is open but is not a KVM VM file (a vCPU fd, /dev/kvm,
+ *	          a stats fd, a pipe...);
+ *	  ENOENT  @vcpu >= the VM's number of online vCPUs;
+ *	  EMFILE, ENFILE, ENOMEM  as for open(2).
+ *
+ *
+ * KVMSTATS_READ_BATCH			_IOWR(0xBE, 0x03, struct kvmstats_read_batch)
+ *
+ *	Reads from many kvmstats stats fds of the calling process in one call,
+ *	each exactly as pread(2) would (same bytes, same per-op errors), so a
+ *	telemetry sweep of a whole host costs one system call instead of one
+ *	per VM and vCPU.  Like pread, it takes no lock and allocates nothing.
+ *	Each op's @result is set to the number of bytes read (0 at or past the
+ *	end of the file) or to a negative errno:
+ *	  -EBADF   @fd is not open;
+ *	  -EINVAL  @fd is not a kvmstats stats fd (native KVM stats fds are not
+ *	           accepted: read them with pread), @flags is non-zero or
+ *	           @offset is above the largest file offset;
+ *	  -EFAULT  @buf is not writable for @len bytes.
+ *	The ioctl returns 0 once every op has a result.  It fails as a whole
+ *	only before any op is attempted (EINVAL: @flags, @reserved, @nr greater
+ *	than KVMSTATS_BATCH_MAX; EFAULT: @ops unreadable), or with EFAULT if
+ *	an op's @result cannot be written back.
+ *
+ *
+ * The stats fd
+ *
+ *	Its contents are those of KVM_GET_STATS_FD, laid out as described by
+ *	struct kvm_stats_header in <linux/kvm.h>:
+ *
+ *	  0            id_offset    desc_offset                data_offset
+ *	  +------------+------------+--------------------------+----------...
+ *	  | header     | id string  | num_desc descriptors of  | the stats
+ *	  | (24 bytes) | (name_size)| sizeof(kvm_stats_desc) + | (u64 each,
+ *	  |            |            | name_size bytes each     | by offset)
+ *	  +------------+------------+--------------------------+----------...
+ *
+ *	The header, id and descriptors never change for the life of the fd;
+ *	the data block is read live from the VM or vCPU, without any lock, so
+ *	each u64 is current but the block is not an atomic snapshot (exactly
+ *	as with KVM's own fd).
+ *
+ *	The id string is copied from KVM: "kvm-<tid>" for a VM and
+ *	"kvm-<tid>/vcpu-<vcpu_id>" for a vCPU, where <tid> is the thread id, in
+ *	the initial pid namespace, of the thread that created the VM or vCPU.
+ *	Inside a container it is therefore a host thread id, not a pid of the
+ *	container, and for a vCPU it is usually the vCPU thread's id.
+ *
+ *	File behaviour matches KVM's stats fd: pread(2) at any offset and
+ *	length; read(2) advances the file offset; 0 at and past the end of the
+ *	file; EINVAL for a negative offset; lseek(2) succeeds without moving
+ *	the offset (as KVM's noop llseek does: re-read with pread).  The fd is
+ *	O_RDONLY and close-on-exec; write(2) fails with EBADF, mmap(2) with
+ *	ENODEV and any ioctl with ENOTTY.
+ *
+ *	A stats fd holds a reference on its VM: after the VM's process exits,
+ *	reads keep working and the values stay frozen; the VM is freed when
+ *	the last fd of any kind is closed.  While a stats fd is open, neither
+ *	kvmstats nor the KVM modules (kvm, kvm_amd or kvm_intel) can be
+ *	unloaded.
+ */
+#ifndef _UAPI_LINUX_KVMSTATS_H
+#define _UAPI_LINUX_KVMSTATS_H
+
+#include <linux/ioctl.h>
+#include <linux/types.h>
+
+#define KVMSTATS_API_VERSION	1
+
+#define KVMSTATS_DEVICE		"/dev/kvmstats"
+
+/* Largest number of entries KVMSTATS_LIST_VMS returns. */
+#define KVMSTATS_MAX_LIST	65536
+/* Largest number of ops in one KVMSTATS_READ_BATCH. */
+#define KVMSTATS_BATCH_MAX	4096
+
+/* One VM, as the caller's pid namespace sees it. */
+struct kvmstats_vm {
+	__s32 pid;		/* process (thread-group id) holding the VM fd */
+	__s32 fd;		/* the VM fd's number in that process */
+	__u32 nr_vcpus;		/* online vCPUs */
+	__u32 flags;		/* 0 for now */
+};
+
+struct kvmstats_vm_list {
+	__u32 nr;		/* in: room in vms[]; out: number of VMs */
+	__u32 flags;		/* must be 0 */
+	struct kvmstats_vm vms[];
+};
+
+struct kvmstats_fd_request {
+	__s32 pid;		/* 0: the calling process */
+	__s32 fd;		/* a VM fd number in that process */
+	__s32 vcpu;		/* -1: the VM; else vCPU index 0..nr_vcpus-1 */
+	__u32 flags;		/* must be 0 */
+	__u64 reserved[2];	/* must be 0 */
+};
+
+struct kvmstats_read_op {
+	__s32 fd;		/* a kvmstats stats fd of the calling process */
+	__u32 flags;		/* must be 0 */
+	__u64 offset;		/* file offset to read at */
+	__u64 buf;		/* user address of the destination */
+	__u32 len;		/* bytes to read */
+	__s32 result;		/* out: bytes read, or -errno */
+};
+
+struct kvmstats_read_batch {
+	__u32 nr;		/* number of ops, <= KVMSTATS_BATCH_MAX */
+	__u32 flags;		/* must be 0 */
+	__u64 ops;		/* user address of struct kvmstats_read_op[nr] */
+	__u64 reserved[2];	/* must be 0 */
+};
+
+#define KVMSTATS_IO		0xBE
+
+#define KVMSTATS_GET_API_VERSION _IO(KVMSTATS_IO, 0x00)
+#define KVMSTATS_LIST_VMS	_IOWR(KVMSTATS_IO, 0x01, struct kvmstats_vm_list)
+#define KVMSTATS_GET_STATS_FD	_IOW(KVMSTATS_IO, 0x02, struct kvmstats_fd_request)
+#define KVMSTATS_READ_BATCH	_IOWR(KVMSTATS_IO, 0x03, struct kvmstats_read_batch)
+
+#endif /* _UAPI_LINUX_KVMSTATS_H */
