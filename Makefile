@@ -38,3 +38,70 @@ module-clean:
 
 clean:
 	rm -rf $(BUILD)
+
+# ---------------------------------------------------------------------------
+# libkvmstats and the kvmstats tool (issue 4).  Userspace only: DKMS never
+# builds these (it uses Kbuild), and `make module` does not depend on them.
+#
+#   make lib           build/lib/libkvmstats.{so*,a} and libkvmstats.pc
+#   make tool          build/tool/kvmstats (libkvmstats linked in)
+#   make tool-static   build/tool-static/kvmstats (static, for the guest)
+#   make unit          build and run the library/tool unit tests on this host
+# ---------------------------------------------------------------------------
+USER_CC ?= cc
+USER_CFLAGS ?= -Wall -Wextra -O2
+USER_CPPFLAGS := -Iinclude -Iinclude/uapi
+PREFIX ?= /usr/local
+LIB_SONAME := libkvmstats.so.1
+LIB_VERSION := 1.0.0
+
+LIB_SRCS := src/lib/libkvmstats.c
+LIB_HDRS := include/libkvmstats.h include/uapi/linux/kvmstats.h
+TOOL_SRCS := $(wildcard src/tool/*.c)
+TOOL_HDRS := $(wildcard src/tool/*.h)
+UNIT_SRCS := $(wildcard tests/unit/*.c)
+
+LIB_OUT := $(BUILD)/lib
+TOOL_OUT := $(BUILD)/tool
+TOOL_STATIC_OUT := $(BUILD)/tool-static
+UNIT_OUT := $(BUILD)/unit
+
+.PHONY: lib tool tool-static unit
+
+lib: $(LIB_OUT)/libkvmstats.a $(LIB_OUT)/$(LIB_SONAME) $(LIB_OUT)/libkvmstats.pc
+
+$(LIB_OUT)/libkvmstats.o: $(LIB_SRCS) $(LIB_HDRS)
+	@mkdir -p $(@D)
+	$(USER_CC) $(USER_CPPFLAGS) $(USER_CFLAGS) -fPIC -fvisibility=default -c -o $@ $<
+
+$(LIB_OUT)/libkvmstats.a: $(LIB_OUT)/libkvmstats.o
+	rm -f $@ && ar rcs $@ $^
+
+$(LIB_OUT)/$(LIB_SONAME): $(LIB_OUT)/libkvmstats.o
+	$(USER_CC) -shared -Wl,-soname,$(LIB_SONAME) -o $(LIB_OUT)/libkvmstats.so.$(LIB_VERSION) $^ -lm
+	ln -sf libkvmstats.so.$(LIB_VERSION) $@
+	ln -sf $(LIB_SONAME) $(LIB_OUT)/libkvmstats.so
+
+$(LIB_OUT)/libkvmstats.pc: src/lib/libkvmstats.pc.in Makefile
+	@mkdir -p $(@D)
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(LIB_VERSION)|g' $< > $@
+
+tool: $(TOOL_OUT)/kvmstats
+
+$(TOOL_OUT)/kvmstats: $(TOOL_SRCS) $(TOOL_HDRS) $(LIB_OUT)/libkvmstats.a
+	@mkdir -p $(@D)
+	$(USER_CC) $(USER_CPPFLAGS) $(USER_CFLAGS) -o $@ $(TOOL_SRCS) $(LIB_OUT)/libkvmstats.a -lm
+
+tool-static: $(TOOL_STATIC_OUT)/kvmstats
+
+$(TOOL_STATIC_OUT)/kvmstats: $(TOOL_SRCS) $(TOOL_HDRS) $(LIB_SRCS) $(LIB_HDRS)
+	@mkdir -p $(@D)
+	$(USER_CC) -static $(USER_CPPFLAGS) $(USER_CFLAGS) -o $@ $(TOOL_SRCS) $(LIB_SRCS) -lm
+
+# The unit tests link the library and the tool's rendering code (not main).
+unit: $(UNIT_OUT)/libkvmstats-test
+	$(UNIT_OUT)/libkvmstats-test
+
+$(UNIT_OUT)/libkvmstats-test: $(UNIT_SRCS) $(LIB_OUT)/libkvmstats.a src/tool/render.c $(TOOL_HDRS)
+	@mkdir -p $(@D)
+	$(USER_CC) $(USER_CPPFLAGS) -Isrc/tool $(USER_CFLAGS) -o $@ $(UNIT_SRCS) src/tool/render.c $(LIB_OUT)/libkvmstats.a -lm
