@@ -1,0 +1,107 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * kvmstats: KVM's binary statistics for every VM on the host.
+ *
+ * /dev/kvmstats lists the VMs the caller's pid namespace can see and hands
+ * out stats fds for any of them or their vCPUs; see
+ * include/uapi/linux/kvmstats.h for the interface and docs/design.md for
+ * why it is built this way.
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/fs.h>
+#include <linux/miscdevice.h>
+#include <linux/module.h>
+#include <linux/moduleparam.h>
+#include <linux/uaccess.h>
+
+#include "kvmstats.h"
+
+static long kvmstats_ioctl_get_stats_fd(struct kvmstats_fd_request __user *ureq)
+{
+	struct kvmstats_fd_request req;
+	struct kvmstats_vm_ref ref;
+	int ret;
+
+	if (copy_from_user(&req, ureq, sizeof(req)))
+		return -EFAULT;
+	if (req.flags || req.reserved[0] || req.reserved[1] || req.vcpu < -1)
+		return -EINVAL;
+
+	ret = kvmstats_get_vm(req.pid, req.fd, &ref);
+	if (ret)
+		return ret;
+	ret = kvmstats_stats_fd(&ref, req.vcpu);
+	if (ret < 0)
+		kvmstats_vm_ref_put(&ref);
+	return ret;
+}
+
+static long kvmstats_dev_ioctl(struct file *file, unsigned int cmd,
+			       unsigned long arg)
+{
+	void __user *argp = (void __user *)arg;
+
+	switch (cmd) {
+	case KVMSTATS_GET_API_VERSION:
+		return arg ? -EINVAL : KVMSTATS_API_VERSION;
+	case KVMSTATS_LIST_VMS:
+		return kvmstats_list_vms(argp);
+	case KVMSTATS_GET_STATS_FD:
+		return kvmstats_ioctl_get_stats_fd(argp);
+	case KVMSTATS_READ_BATCH:
+		return kvmstats_read_batch(argp);
+	default:
+		return -ENOTTY;
+	}
+}
+
+static const struct file_operations kvmstats_dev_fops = {
+	.owner = THIS_MODULE,
+	.unlocked_ioctl = kvmstats_dev_ioctl,
+	.compat_ioctl = compat_ptr_ioctl,
+	.llseek = noop_llseek,
+};
+
+/* Root only: a udev rule may hand the node to a group (see README). */
+static struct miscdevice kvmstats_dev = {
+	.minor = MISC_DYNAMIC_MINOR,
+	.name = "kvmstats",
+	.fops = &kvmstats_dev_fops,
+	.mode = 0600,
+};
+
+static int kvmstats_live_files_get(char *buf, const struct kernel_param *kp)
+{
+	return sysfs_emit(buf, "%d\n", atomic_read(&kvmstats_live_files));
+}
+
+static const struct kernel_param_ops kvmstats_live_files_ops = {
+	.get = kvmstats_live_files_get,
+};
+
+module_param_cb(live_files, &kvmstats_live_files_ops, NULL, 0444);
+MODULE_PARM_DESC(live_files, "Stats files currently open (read-only)");
+
+static int __init kvmstats_init(void)
+{
+	int ret;
+
+	ret = kvmstats_check_layouts();
+	if (ret) {
+		pr_err("this kernel's KVM statistics cannot be reproduced exactly; not loading\n");
+		return ret;
+	}
+	return misc_register(&kvmstats_dev);
+}
+
+static void __exit kvmstats_exit(void)
+{
+	misc_deregister(&kvmstats_dev);
+}
+
+module_init(kvmstats_init);
+module_exit(kvmstats_exit);
+
+MODULE_DESCRIPTION("KVM binary statistics for every VM on the host");
+MODULE_LICENSE("GPL");
