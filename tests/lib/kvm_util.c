@@ -1,0 +1,488 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * A small VM driver for the kvmstats tests: see kvm_util.h.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+
+#include "kvm_util.h"
+
+#define KICK_SIGNAL	SIGUSR1
+#define VCPU_CODE_STRIDE 0x100
+
+pid_t sys_gettid(void)
+{
+	return syscall(SYS_gettid);
+}
+
+uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
+}
+
+void msleep(unsigned int ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+
+	while (nanosleep(&ts, &ts) && errno == EINTR)
+		;
+}
+
+long __test_ioctl_assert(int fd, unsigned long cmd, const char *name,
+			 unsigned long arg, const char *file, int line)
+{
+	long r = ioctl(fd, cmd, arg);
+
+	if (r < 0) {
+		int e = errno;
+
+		tap_bail("%s on fd %d failed: errno %d (%s) [%s:%d]",
+			 name, fd, e, strerror(e), file, line);
+	}
+	return r;
+}
+
+int __kvm_open(void)
+{
+	int fd = open("/dev/kvm", O_RDWR | O_CLOEXEC);
+
+	return fd < 0 ? -errno : fd;
+}
+
+int __vm_create(struct vm **out)
+{
+	struct kvm_userspace_memory_region region = { 0 };
+	struct vm *vm;
+	int r;
+
+	vm = calloc(1, sizeof(*vm));
+	if (!vm)
+		return -ENOMEM;
+	vm->fd = -1;
+	vm->kvm_fd = __kvm_open();
+	if (vm->kvm_fd < 0) {
+		r = vm->kvm_fd;
+		goto err_free;
+	}
+	r = __test_ioctl(vm->kvm_fd, KVM_CREATE_VM, 0);
+	if (r < 0)
+		goto err_kvm;
+	vm->fd = r;
+	vm->creator_tid = sys_gettid();
+
+	/* Needed by VMX without unrestricted guest, harmless on SVM. */
+	r = __test_ioctl(vm->fd, KVM_SET_TSS_ADDR, 0xfffbd000);
+	if (r < 0)
+		goto err_vm;
+
+	vm->mem = mmap(NULL, GUEST_MEM_SIZE, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (vm->mem == MAP_FAILED) {
+		r = -errno;
+		vm->mem = NULL;
+		goto err_vm;
+	}
+	region.slot = 0;
+	region.guest_phys_addr = 0;
+	region.memory_size = GUEST_MEM_SIZE;
+	region.userspace_addr = (unsigned long)vm->mem;
+	r = __test_ioctl(vm->fd, KVM_SET_USER_MEMORY_REGION,
+			 (unsigned long)&region);
+	if (r < 0)
+		goto err_vm;
+	*out = vm;
+	return 0;
+
+err_vm:
+	if (vm->mem)
+		munmap(vm->mem, GUEST_MEM_SIZE);
+	close(vm->fd);
+err_kvm:
+	close(vm->kvm_fd);
+err_free:
+	free(vm);
+	return r;
+}
+
+int __vm_add_vcpu(struct vm *vm, int id, struct vcpu **out)
+{
+	struct vcpu *vcpu;
+	long size;
+	int r;
+
+	if (vm->nr_vcpus >= VM_MAX_VCPUS)
+		return -ENOSPC;
+	vcpu = calloc(1, sizeof(*vcpu));
+	if (!vcpu)
+		return -ENOMEM;
+	size = __test_ioctl(vm->kvm_fd, KVM_GET_VCPU_MMAP_SIZE, 0);
+	if (size < 0) {
+		r = size;
+		goto err_free;
+	}
+	r = __test_ioctl(vm->fd, KVM_CREATE_VCPU, id);
+	if (r < 0)
+		goto err_free;
+	vcpu->fd = r;
+	vcpu->run = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED,
+			 vcpu->fd, 0);
+	if (vcpu->run == MAP_FAILED) {
+		r = -errno;
+		close(vcpu->fd);
+		goto err_free;
+	}
+	vcpu->run_size = size;
+	vcpu->vm = vm;
+	vcpu->id = id;
+	vcpu->index = vm->nr_vcpus;
+	vcpu->creator_tid = sys_gettid();
+	vm->vcpus[vm->nr_vcpus++] = vcpu;
+	*out = vcpu;
+	return 0;
+
+err_free:
+	free(vcpu);
+	return r;
+}
+
+static const uint8_t *guest_code(enum guest_prog prog, unsigned int n,
+				 uint8_t *buf, size_t *len)
+{
+	static const uint8_t hlt[] = { 0xf4, 0xeb, 0xfe };
+	static const uint8_t io_loop[] = { 0xe6, GUEST_IO_PORT, 0xeb, 0xfc };
+	static const uint8_t spin[] = { 0xeb, 0xfe };
+	static const uint8_t io_count[] = {
+		0xb9, 0, 0,		/* mov $n, %cx */
+		0xe6, GUEST_IO_PORT,	/* 1: out %al, $port */
+		0x49,			/* dec %cx */
+		0x75, 0xfb,		/* jnz 1b */
+		0xf4,			/* hlt */
+		0xeb, 0xfe,		/* jmp . */
+	};
+	static const uint8_t mmio_count[] = {
+		0xb9, 0, 0,		/* mov $n, %cx */
+		0xa2, 0, 0,		/* 1: mov %al, %ds:0 */
+		0x49,			/* dec %cx */
+		0x75, 0xfa,		/* jnz 1b */
+		0xf4,			/* hlt */
+		0xeb, 0xfe,		/* jmp . */
+	};
+
+	switch (prog) {
+	case GUEST_HLT:
+		*len = sizeof(hlt);
+		return hlt;
+	case GUEST_IO_LOOP:
+		*len = sizeof(io_loop);
+		return io_loop;
+	case GUEST_SPIN:
+		*len = sizeof(spin);
+		return spin;
+	case GUEST_IO_COUNT:
+		memcpy(buf, io_count, sizeof(io_count));
+		*len = sizeof(io_count);
+		break;
+	case GUEST_MMIO_COUNT:
+		memcpy(buf, mmio_count, sizeof(mmio_count));
+		*len = sizeof(mmio_count);
+		break;
+	default:
+		return NULL;
+	}
+	buf[1] = n & 0xff;
+	buf[2] = (n >> 8) & 0xff;
+	return buf;
+}
+
+int __vcpu_load_prog(struct vcpu *vcpu, enum guest_prog prog, unsigned int n)
+{
+	unsigned long code = GUEST_CODE + vcpu->index * VCPU_CODE_STRIDE;
+	struct kvm_sregs sregs;
+	struct kvm_regs regs;
+	const uint8_t *bytes;
+	uint8_t buf[32];
+	size_t len;
+	int r;
+
+	if ((prog == GUEST_IO_COUNT || prog == GUEST_MMIO_COUNT) &&
+	    (n < 1 || n > 0xffff))
+		return -EINVAL;
+	bytes = guest_code(prog, n, buf, &len);
+	if (!bytes)
+		return -EINVAL;
+	memcpy((uint8_t *)vcpu->vm->mem + code, bytes, len);
+
+	r = __test_ioctl(vcpu->fd, KVM_GET_SREGS, (unsigned long)&sregs);
+	if (r < 0)
+		return r;
+	sregs.cs.base = 0;
+	sregs.cs.selector = 0;
+	sregs.ds.base = GUEST_MMIO_SEG << 4;
+	sregs.ds.selector = GUEST_MMIO_SEG;
+	r = __test_ioctl(vcpu->fd, KVM_SET_SREGS, (unsigned long)&sregs);
+	if (r < 0)
+		return r;
+
+	memset(&regs, 0, sizeof(regs));
+	regs.rip = code;
+	regs.rflags = 0x2;
+	return __test_ioctl(vcpu->fd, KVM_SET_REGS, (unsigned long)&regs);
+}
+
+int __vcpu_run(struct vcpu *vcpu)
+{
+	long r = __test_ioctl(vcpu->fd, KVM_RUN, 0);
+
+	if (r < 0)
+		return r;
+	return vcpu->run->exit_reason;
+}
+
+int __vm_get_stats_fd(struct vm *vm)
+{
+	return __test_ioctl(vm->fd, KVM_GET_STATS_FD, 0);
+}
+
+int __vcpu_get_stats_fd(struct vcpu *vcpu)
+{
+	return __test_ioctl(vcpu->fd, KVM_GET_STATS_FD, 0);
+}
+
+void vm_free(struct vm *vm)
+{
+	int i;
+
+	if (!vm)
+		return;
+	for (i = 0; i < vm->nr_vcpus; i++) {
+		struct vcpu *vcpu = vm->vcpus[i];
+
+		if (vcpu->thread_started)
+			vcpu_thread_stop(vcpu);
+		munmap(vcpu->run, vcpu->run_size);
+		close(vcpu->fd);
+		free(vcpu);
+	}
+	if (vm->mem)
+		munmap(vm->mem, GUEST_MEM_SIZE);
+	close(vm->fd);
+	close(vm->kvm_fd);
+	free(vm);
+}
+
+struct vm *vm_create(int nr_vcpus, const int *ids)
+{
+	struct vm *vm;
+	int i, r;
+
+	r = __vm_create(&vm);
+	if (r == -ENOENT || r == -ENODEV || r == -ENXIO)
+		tap_bail("/dev/kvm unavailable: %s (is kvm and %s loaded?)",
+			 strerror(-r), getenv("KVMSTATS_VENDOR") ?: "kvm_amd");
+	if (r < 0)
+		tap_bail("creating a VM (KVM_CREATE_VM and memory) failed: %s",
+			 strerror(-r));
+	for (i = 0; i < nr_vcpus; i++)
+		vm_add_vcpu(vm, ids ? ids[i] : i);
+	return vm;
+}
+
+struct vcpu *vm_add_vcpu(struct vm *vm, int id)
+{
+	struct vcpu *vcpu;
+	int r;
+
+	r = __vm_add_vcpu(vm, id, &vcpu);
+	if (r < 0)
+		tap_bail("KVM_CREATE_VCPU(id %d) failed: errno %d (%s)",
+			 id, -r, strerror(-r));
+	return vcpu;
+}
+
+void vcpu_load_prog(struct vcpu *vcpu, enum guest_prog prog, unsigned int n)
+{
+	int r = __vcpu_load_prog(vcpu, prog, n);
+
+	if (r < 0)
+		tap_bail("loading guest program %d on vCPU %d "
+			 "(KVM_GET_SREGS/KVM_SET_SREGS/KVM_SET_REGS) failed: %s",
+			 prog, vcpu->id, strerror(-r));
+}
+
+static const char *exit_name(unsigned int reason)
+{
+	switch (reason) {
+	case KVM_EXIT_IO: return "KVM_EXIT_IO";
+	case KVM_EXIT_MMIO: return "KVM_EXIT_MMIO";
+	case KVM_EXIT_HLT: return "KVM_EXIT_HLT";
+	case KVM_EXIT_SHUTDOWN: return "KVM_EXIT_SHUTDOWN";
+	case KVM_EXIT_FAIL_ENTRY: return "KVM_EXIT_FAIL_ENTRY";
+	case KVM_EXIT_INTERNAL_ERROR: return "KVM_EXIT_INTERNAL_ERROR";
+	case KVM_EXIT_UNKNOWN: return "KVM_EXIT_UNKNOWN";
+	default: return "?";
+	}
+}
+
+void vcpu_run_to_hlt(struct vcpu *vcpu)
+{
+	for (;;) {
+		int r = __vcpu_run(vcpu);
+
+		if (r == -EINTR)
+			continue;
+		if (r < 0)
+			tap_bail("KVM_RUN on vCPU %d failed: errno %d (%s)",
+				 vcpu->id, -r, strerror(-r));
+		switch (r) {
+		case KVM_EXIT_IO:
+			vcpu->nr_io++;
+			break;
+		case KVM_EXIT_MMIO:
+			vcpu->nr_mmio++;
+			break;
+		case KVM_EXIT_HLT:
+			vcpu->nr_hlt++;
+			return;
+		default:
+			tap_bail("KVM_RUN on vCPU %d: unexpected exit %d (%s)",
+				 vcpu->id, r, exit_name(r));
+		}
+	}
+}
+
+int vm_get_stats_fd(struct vm *vm)
+{
+	int fd = __vm_get_stats_fd(vm);
+
+	if (fd < 0)
+		tap_bail("KVM_GET_STATS_FD on VM fd %d failed: errno %d (%s)",
+			 vm->fd, -fd, strerror(-fd));
+	return fd;
+}
+
+int vcpu_get_stats_fd(struct vcpu *vcpu)
+{
+	int fd = __vcpu_get_stats_fd(vcpu);
+
+	if (fd < 0)
+		tap_bail("KVM_GET_STATS_FD on vCPU %d fd %d failed: errno %d (%s)",
+			 vcpu->id, vcpu->fd, -fd, strerror(-fd));
+	return fd;
+}
+
+void vm_run_all_to_hlt(struct vm *vm, enum guest_prog prog, unsigned int n)
+{
+	int i;
+
+	for (i = 0; i < vm->nr_vcpus; i++) {
+		vcpu_load_prog(vm->vcpus[i], prog, n);
+		vcpu_run_to_hlt(vm->vcpus[i]);
+	}
+}
+
+static void kick_handler(int sig)
+{
+	(void)sig;
+}
+
+static pthread_once_t kick_once = PTHREAD_ONCE_INIT;
+
+static void kick_install(void)
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = kick_handler;	/* no SA_RESTART: KVM_RUN gets EINTR */
+	sigemptyset(&sa.sa_mask);
+	sigaction(KICK_SIGNAL, &sa, NULL);
+}
+
+static void *vcpu_thread_fn(void *arg)
+{
+	struct vcpu *vcpu = arg;
+
+	vcpu->in_run = 1;
+	while (!vcpu->stop) {
+		int r = __vcpu_run(vcpu);
+
+		if (r == -EINTR)
+			continue;
+		if (r < 0) {
+			vcpu->thread_err = r;
+			break;
+		}
+		if (r == KVM_EXIT_IO) {
+			vcpu->nr_io++;
+		} else if (r == KVM_EXIT_MMIO) {
+			vcpu->nr_mmio++;
+		} else if (r == KVM_EXIT_HLT) {
+			vcpu->nr_hlt++;
+			break;
+		} else {
+			vcpu->thread_err = -EPROTO;
+			break;
+		}
+	}
+	__atomic_store_n(&vcpu->in_run, 2, __ATOMIC_SEQ_CST);
+	return NULL;
+}
+
+void vcpu_thread_start(struct vcpu *vcpu)
+{
+	int r;
+
+	pthread_once(&kick_once, kick_install);
+	vcpu->stop = 0;
+	vcpu->in_run = 0;
+	vcpu->thread_err = 0;
+	vcpu->run->immediate_exit = 0;
+	r = pthread_create(&vcpu->thread, NULL, vcpu_thread_fn, vcpu);
+	if (r)
+		tap_bail("pthread_create for vCPU %d: %s", vcpu->id,
+			 strerror(r));
+	vcpu->thread_started = true;
+}
+
+void vcpu_thread_wait_running(struct vcpu *vcpu)
+{
+	while (!__atomic_load_n(&vcpu->in_run, __ATOMIC_SEQ_CST))
+		msleep(1);
+	/* Give it time to actually enter the guest. */
+	msleep(50);
+}
+
+void vcpu_thread_stop(struct vcpu *vcpu)
+{
+	uint64_t deadline = now_ns() + 10ull * 1000000000ull;
+
+	if (!vcpu->thread_started)
+		return;
+	vcpu->stop = 1;
+	__atomic_store_n(&vcpu->run->immediate_exit, 1, __ATOMIC_SEQ_CST);
+	while (__atomic_load_n(&vcpu->in_run, __ATOMIC_SEQ_CST) != 2) {
+		if (now_ns() > deadline)
+			tap_bail("vCPU %d thread did not leave KVM_RUN in 10s",
+				 vcpu->id);
+		pthread_kill(vcpu->thread, KICK_SIGNAL);
+		msleep(5);
+	}
+	pthread_join(vcpu->thread, NULL);
+	vcpu->thread_started = false;
+	vcpu->run->immediate_exit = 0;
+	if (vcpu->thread_err)
+		tap_diag("vCPU %d thread ended with error %d (%s), exit reason %u",
+			 vcpu->id, vcpu->thread_err, strerror(-vcpu->thread_err),
+			 vcpu->run->exit_reason);
+}

@@ -1,0 +1,120 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * Driving real KVM VMs from a test program.
+ *
+ * Two layers, as in KVM's selftests:
+ *   __name(...)  raw call: returns >= 0 or -errno, never prints or exits;
+ *   name(...)    asserting wrapper: on failure prints "not ok - <IOCTL>
+ *                failed: <errno>" naming the ioctl, and exits the test.
+ *
+ * Guests are real-mode snippets of a few bytes loaded at GUEST_CODE in a
+ * small memory slot at guest physical 0; DS points past the slot so that
+ * a store through DS is an MMIO exit.
+ */
+#ifndef KVMSTATS_TEST_KVM_UTIL_H
+#define KVMSTATS_TEST_KVM_UTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <pthread.h>
+#include <errno.h>
+#include <sys/ioctl.h>
+#include <sys/types.h>
+#include <linux/kvm.h>
+
+#include "tap.h"
+
+#define GUEST_MEM_SIZE	0x10000		/* one slot, guest physical 0..64K */
+#define GUEST_CODE	0x1000		/* CS:IP = 0000:1000 */
+#define GUEST_MMIO_SEG	0x2000		/* DS base 0x20000: not backed */
+#define GUEST_IO_PORT	0x10
+#define VM_MAX_VCPUS	16
+
+enum guest_prog {
+	GUEST_HLT,		/* hlt */
+	GUEST_IO_LOOP,		/* 1: out %al,$0x10; jmp 1b */
+	GUEST_IO_COUNT,		/* mov $n,%cx; 1: out; dec %cx; jnz 1b; hlt */
+	GUEST_MMIO_COUNT,	/* n stores to DS:0, then hlt */
+	GUEST_SPIN,		/* 1: jmp 1b */
+};
+
+struct vcpu {
+	struct vm *vm;
+	int fd;
+	int id;			/* vcpu_id given to KVM_CREATE_VCPU */
+	int index;		/* creation order */
+	struct kvm_run *run;
+	size_t run_size;
+	pid_t creator_tid;
+
+	/* Exits seen by the run loop, and the thread that runs it. */
+	unsigned long nr_io, nr_mmio, nr_hlt;
+	pthread_t thread;
+	bool thread_started;
+	volatile int stop;
+	volatile int in_run;	/* set just before the thread's first KVM_RUN */
+	int thread_err;		/* -errno from the thread's loop, 0 if fine */
+};
+
+struct vm {
+	int kvm_fd;		/* /dev/kvm */
+	int fd;
+	void *mem;
+	int nr_vcpus;
+	pid_t creator_tid;
+	struct vcpu *vcpus[VM_MAX_VCPUS];
+};
+
+/* Raw layer: -errno on failure. */
+int __kvm_open(void);
+int __vm_create(struct vm **out);
+int __vm_add_vcpu(struct vm *vm, int id, struct vcpu **out);
+int __vcpu_load_prog(struct vcpu *vcpu, enum guest_prog prog, unsigned int n);
+int __vcpu_run(struct vcpu *vcpu);	/* one KVM_RUN; returns exit_reason */
+int __vm_get_stats_fd(struct vm *vm);	/* native KVM_GET_STATS_FD */
+int __vcpu_get_stats_fd(struct vcpu *vcpu);
+void vm_free(struct vm *vm);		/* closes every fd, frees memory */
+
+/* Asserting layer. */
+struct vm *vm_create(int nr_vcpus, const int *ids);
+struct vcpu *vm_add_vcpu(struct vm *vm, int id);
+void vcpu_load_prog(struct vcpu *vcpu, enum guest_prog prog, unsigned int n);
+/* KVM_RUN until HLT; counts IO/MMIO exits; fails on anything else. */
+void vcpu_run_to_hlt(struct vcpu *vcpu);
+int vm_get_stats_fd(struct vm *vm);
+int vcpu_get_stats_fd(struct vcpu *vcpu);
+
+/* Convenience: program every vCPU with @prog and run each to HLT. */
+void vm_run_all_to_hlt(struct vm *vm, enum guest_prog prog, unsigned int n);
+
+/*
+ * vCPU threads: the thread loops on KVM_RUN (resuming after IO/MMIO exits)
+ * until vcpu_thread_stop(), which kicks it out of the guest with a signal
+ * and immediate_exit.  A HLT ends the loop on its own.
+ */
+void vcpu_thread_start(struct vcpu *vcpu);
+void vcpu_thread_stop(struct vcpu *vcpu);
+/* Wait until the thread has entered KVM_RUN at least once. */
+void vcpu_thread_wait_running(struct vcpu *vcpu);
+
+pid_t sys_gettid(void);
+uint64_t now_ns(void);
+void msleep(unsigned int ms);
+
+/* Generic asserting ioctl: prints the command's name on failure. */
+long __test_ioctl_assert(int fd, unsigned long cmd, const char *name,
+			 unsigned long arg, const char *file, int line);
+#define test_ioctl(fd, cmd, arg)					\
+	__test_ioctl_assert(fd, cmd, #cmd, (unsigned long)(arg),	\
+			    __FILE__, __LINE__)
+
+/* Raw ioctl returning the result or -errno. */
+static inline long __test_ioctl(int fd, unsigned long cmd, unsigned long arg)
+{
+	long r = ioctl(fd, cmd, arg);
+
+	return r < 0 ? -errno : r;
+}
+
+#endif /* KVMSTATS_TEST_KVM_UTIL_H */
