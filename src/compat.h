@@ -8,26 +8,15 @@
 #ifndef _KVMSTATS_COMPAT_H
 #define _KVMSTATS_COMPAT_H
 
-/* Force-included before everything else: define, don't include much. */
-#include <linux/version.h>
-
 /*
- * The supported window, stated here and in dkms.conf.  The descriptor
- * tables in desc.c describe x86 KVM as shipped in the 6.1 and 6.12 stable
- * series; other kernels may order or type their statistics differently, and
- * a wrong table would serve wrong numbers, so they are refused outright.
+ * The supported window is enforced by Kbuild (the 6.1 and 6.12 series) and
+ * dkms.conf; what is left to check is the configuration.
  */
 #if !defined(CONFIG_X86_64)
 #error "kvmstats: only x86-64 hosts are supported"
 #endif
 #if !IS_ENABLED(CONFIG_KVM)
 #error "kvmstats: this kernel is built without KVM"
-#endif
-#if !((LINUX_VERSION_CODE >= KERNEL_VERSION(6, 1, 0) &&	\
-       LINUX_VERSION_CODE < KERNEL_VERSION(6, 2, 0)) ||		\
-      (LINUX_VERSION_CODE >= KERNEL_VERSION(6, 12, 0) &&	\
-       LINUX_VERSION_CODE < KERNEL_VERSION(6, 13, 0)))
-#error "kvmstats: supported kernels are the 6.1 and 6.12 stable series"
 #endif
 
 /*

@@ -12,11 +12,11 @@
  * struct kvm_vcpu_stat.  What stops this from ever serving wrong numbers:
  *
  *  - a stat renamed or removed in the headers fails the build (offsetof);
- *  - a stat added to the x86 part fails the build (the size assertions);
+ *  - a stat added to the x86 part fails the build (the count assertions);
  *  - at load, kvmstats_check_layouts() proves that the descriptors tile the
  *    stat structs exactly, with no hole and no overlap, and refuses to load
  *    otherwise;
- *  - the kernel window in compat.h keeps out kernels whose x86.c may order
+ *  - the kernel window in Kbuild keeps out kernels whose x86.c may order
  *    or type the same fields differently, and the test suite compares every
  *    byte against KVM_GET_STATS_FD on each supported kernel.
  */
@@ -29,52 +29,78 @@
 #include "kvmstats.h"
 
 /*
- * The x86 statistics that follow the generic ones, in the order of x86.c's
- * tables.  C: cumulative counter, I: instant counter, P: peak counter,
- * B: instant boolean.
+ * The x86 parts, in the order of x86.c's tables; every x86 statistic is a
+ * single u64.
  */
-#define KVMSTATS_X86_VM_STATS(C, I, P)					\
-	C(mmu_shadow_zapped) C(mmu_pte_write) C(mmu_pde_zapped)		\
-	C(mmu_flooded) C(mmu_recycled) C(mmu_cache_miss)		\
-	I(mmu_unsync) I(pages_4k) I(pages_2m) I(pages_1g)		\
-	I(nx_lpage_splits)						\
-	P(max_mmu_rmap_size) P(max_mmu_page_hash_collisions)
-
-#define KVMSTATS_X86_VCPU_STATS(C, B)					\
-	C(pf_taken) C(pf_fixed) C(pf_emulate) C(pf_spurious) C(pf_fast)	\
-	C(pf_mmio_spte_created) C(pf_guest) C(tlb_flush) C(invlpg)	\
-	C(exits) C(io_exits) C(mmio_exits) C(signal_exits)		\
-	C(irq_window_exits) C(nmi_window_exits) C(l1d_flush)		\
-	C(halt_exits) C(request_irq_exits) C(irq_exits)			\
-	C(host_state_reload) C(fpu_reload) C(insn_emulation)		\
-	C(insn_emulation_fail) C(hypercalls) C(irq_injections)		\
-	C(nmi_injections) C(req_event) C(nested_run)			\
-	C(directed_yield_attempted) C(directed_yield_successful)	\
-	C(preemption_reported) C(preemption_other) B(guest_mode)	\
-	C(notify_window_exits)
-
-#define VM_C(stat) STATS_DESC_COUNTER(VM, stat),
-#define VM_I(stat) STATS_DESC_ICOUNTER(VM, stat),
-#define VM_P(stat) STATS_DESC_PCOUNTER(VM, stat),
-#define VCPU_C(stat) STATS_DESC_COUNTER(VCPU, stat),
-#define VCPU_B(stat) STATS_DESC_IBOOLEAN(VCPU, stat),
-#define COUNT_ONE(stat) + 1
-
 static const struct kvmstats_kdesc kvmstats_vm_desc[] = {
 	KVM_GENERIC_VM_STATS(),
-	KVMSTATS_X86_VM_STATS(VM_C, VM_I, VM_P)
+	STATS_DESC_COUNTER(VM, mmu_shadow_zapped),
+	STATS_DESC_COUNTER(VM, mmu_pte_write),
+	STATS_DESC_COUNTER(VM, mmu_pde_zapped),
+	STATS_DESC_COUNTER(VM, mmu_flooded),
+	STATS_DESC_COUNTER(VM, mmu_recycled),
+	STATS_DESC_COUNTER(VM, mmu_cache_miss),
+	STATS_DESC_ICOUNTER(VM, mmu_unsync),
+	STATS_DESC_ICOUNTER(VM, pages_4k),
+	STATS_DESC_ICOUNTER(VM, pages_2m),
+	STATS_DESC_ICOUNTER(VM, pages_1g),
+	STATS_DESC_ICOUNTER(VM, nx_lpage_splits),
+	STATS_DESC_PCOUNTER(VM, max_mmu_rmap_size),
+	STATS_DESC_PCOUNTER(VM, max_mmu_page_hash_collisions),
 };
 
 static const struct kvmstats_kdesc kvmstats_vcpu_desc[] = {
 	KVM_GENERIC_VCPU_STATS(),
-	KVMSTATS_X86_VCPU_STATS(VCPU_C, VCPU_B)
+	STATS_DESC_COUNTER(VCPU, pf_taken),
+	STATS_DESC_COUNTER(VCPU, pf_fixed),
+	STATS_DESC_COUNTER(VCPU, pf_emulate),
+	STATS_DESC_COUNTER(VCPU, pf_spurious),
+	STATS_DESC_COUNTER(VCPU, pf_fast),
+	STATS_DESC_COUNTER(VCPU, pf_mmio_spte_created),
+	STATS_DESC_COUNTER(VCPU, pf_guest),
+	STATS_DESC_COUNTER(VCPU, tlb_flush),
+	STATS_DESC_COUNTER(VCPU, invlpg),
+	STATS_DESC_COUNTER(VCPU, exits),
+	STATS_DESC_COUNTER(VCPU, io_exits),
+	STATS_DESC_COUNTER(VCPU, mmio_exits),
+	STATS_DESC_COUNTER(VCPU, signal_exits),
+	STATS_DESC_COUNTER(VCPU, irq_window_exits),
+	STATS_DESC_COUNTER(VCPU, nmi_window_exits),
+	STATS_DESC_COUNTER(VCPU, l1d_flush),
+	STATS_DESC_COUNTER(VCPU, halt_exits),
+	STATS_DESC_COUNTER(VCPU, request_irq_exits),
+	STATS_DESC_COUNTER(VCPU, irq_exits),
+	STATS_DESC_COUNTER(VCPU, host_state_reload),
+	STATS_DESC_COUNTER(VCPU, fpu_reload),
+	STATS_DESC_COUNTER(VCPU, insn_emulation),
+	STATS_DESC_COUNTER(VCPU, insn_emulation_fail),
+	STATS_DESC_COUNTER(VCPU, hypercalls),
+	STATS_DESC_COUNTER(VCPU, irq_injections),
+	STATS_DESC_COUNTER(VCPU, nmi_injections),
+	STATS_DESC_COUNTER(VCPU, req_event),
+	STATS_DESC_COUNTER(VCPU, nested_run),
+	STATS_DESC_COUNTER(VCPU, directed_yield_attempted),
+	STATS_DESC_COUNTER(VCPU, directed_yield_successful),
+	STATS_DESC_COUNTER(VCPU, preemption_reported),
+	STATS_DESC_COUNTER(VCPU, preemption_other),
+	STATS_DESC_IBOOLEAN(VCPU, guest_mode),
+	STATS_DESC_COUNTER(VCPU, notify_window_exits),
 };
 
-/* Every x86 stat is one u64: the x86 lists must cover the x86 fields. */
-static_assert(sizeof(struct kvm_vm_stat) == sizeof(struct kvm_vm_stat_generic) +
-	      sizeof(u64) * (0 KVMSTATS_X86_VM_STATS(COUNT_ONE, COUNT_ONE, COUNT_ONE)));
-static_assert(sizeof(struct kvm_vcpu_stat) == sizeof(struct kvm_vcpu_stat_generic) +
-	      sizeof(u64) * (0 KVMSTATS_X86_VCPU_STATS(COUNT_ONE, COUNT_ONE)));
+/* The number of descriptors a generic list expands to. */
+#define KVMSTATS_NR_GENERIC(list)					\
+	(sizeof((const struct kvmstats_kdesc[]){ list }) /		\
+	 sizeof(struct kvmstats_kdesc))
+
+/* One descriptor per x86 field: a field added to the headers stops the build. */
+static_assert(ARRAY_SIZE(kvmstats_vm_desc) -
+	      KVMSTATS_NR_GENERIC(KVM_GENERIC_VM_STATS()) ==
+	      (sizeof(struct kvm_vm_stat) -
+	       sizeof(struct kvm_vm_stat_generic)) / sizeof(u64));
+static_assert(ARRAY_SIZE(kvmstats_vcpu_desc) -
+	      KVMSTATS_NR_GENERIC(KVM_GENERIC_VCPU_STATS()) ==
+	      (sizeof(struct kvm_vcpu_stat) -
+	       sizeof(struct kvm_vcpu_stat_generic)) / sizeof(u64));
 
 /* The wire format: a 16-byte descriptor followed by its name. */
 static_assert(sizeof(struct kvmstats_kdesc) ==
@@ -82,30 +108,40 @@ static_assert(sizeof(struct kvmstats_kdesc) ==
 static_assert(sizeof_field(struct kvm, stats_id) == KVM_STATS_NAME_SIZE);
 static_assert(sizeof_field(struct kvm_vcpu, stats_id) == KVM_STATS_NAME_SIZE);
 
-#define KVMSTATS_LAYOUT(table, stat_struct)				\
-{									\
-	.header = {							\
-		.flags = 0,						\
-		.name_size = KVM_STATS_NAME_SIZE,			\
-		.num_desc = ARRAY_SIZE(table),				\
-		.id_offset = sizeof(struct kvm_stats_header),		\
-		.desc_offset = sizeof(struct kvm_stats_header) +	\
-			       KVM_STATS_NAME_SIZE,			\
-		.data_offset = sizeof(struct kvm_stats_header) +	\
-			       KVM_STATS_NAME_SIZE + sizeof(table),	\
-	},								\
-	.desc = table,							\
-	.desc_size = sizeof(table),					\
-	.data_size = sizeof(stat_struct),				\
-	.file_size = sizeof(struct kvm_stats_header) +			\
-		     KVM_STATS_NAME_SIZE + sizeof(table) +		\
-		     sizeof(stat_struct),				\
-}
+/* Header and id come first, then the descriptors, then the data. */
+#define KVMSTATS_DESC_OFFSET (sizeof(struct kvm_stats_header) + KVM_STATS_NAME_SIZE)
 
-const struct kvmstats_layout kvmstats_vm_layout =
-	KVMSTATS_LAYOUT(kvmstats_vm_desc, struct kvm_vm_stat);
-const struct kvmstats_layout kvmstats_vcpu_layout =
-	KVMSTATS_LAYOUT(kvmstats_vcpu_desc, struct kvm_vcpu_stat);
+const struct kvmstats_layout kvmstats_vm_layout = {
+	.header = {
+		.flags = 0,
+		.name_size = KVM_STATS_NAME_SIZE,
+		.num_desc = ARRAY_SIZE(kvmstats_vm_desc),
+		.id_offset = sizeof(struct kvm_stats_header),
+		.desc_offset = KVMSTATS_DESC_OFFSET,
+		.data_offset = KVMSTATS_DESC_OFFSET + sizeof(kvmstats_vm_desc),
+	},
+	.desc = kvmstats_vm_desc,
+	.desc_size = sizeof(kvmstats_vm_desc),
+	.data_size = sizeof(struct kvm_vm_stat),
+	.file_size = KVMSTATS_DESC_OFFSET + sizeof(kvmstats_vm_desc) +
+		     sizeof(struct kvm_vm_stat),
+};
+
+const struct kvmstats_layout kvmstats_vcpu_layout = {
+	.header = {
+		.flags = 0,
+		.name_size = KVM_STATS_NAME_SIZE,
+		.num_desc = ARRAY_SIZE(kvmstats_vcpu_desc),
+		.id_offset = sizeof(struct kvm_stats_header),
+		.desc_offset = KVMSTATS_DESC_OFFSET,
+		.data_offset = KVMSTATS_DESC_OFFSET + sizeof(kvmstats_vcpu_desc),
+	},
+	.desc = kvmstats_vcpu_desc,
+	.desc_size = sizeof(kvmstats_vcpu_desc),
+	.data_size = sizeof(struct kvm_vcpu_stat),
+	.file_size = KVMSTATS_DESC_OFFSET + sizeof(kvmstats_vcpu_desc) +
+		     sizeof(struct kvm_vcpu_stat),
+};
 
 /* Large enough for struct kvm_vcpu_stat (138 u64s on 6.1 and 6.12). */
 #define KVMSTATS_MAX_SLOTS 256
