@@ -146,11 +146,12 @@ int kvmstats_get_vm(pid_t pid, int fd, struct kvmstats_vm_ref *ref)
 	task = kvmstats_get_process(pid);
 	if (!task)
 		return -ESRCH;
-	if (fd < 0)
-		ret = -EBADF;
-	else
-		ret = kvmstats_iterate_process(task, fd, kvmstats_match_fd,
-					       &q, &mm);
+	/*
+	 * A negative fd still needs a live process (ESRCH comes first):
+	 * starting the walk at UINT_MAX visits no fd and reports "not open".
+	 */
+	ret = kvmstats_iterate_process(task, fd < 0 ? UINT_MAX : fd,
+				       kvmstats_match_fd, &q, &mm);
 	put_task_struct(task);
 
 	switch (ret) {
