@@ -6,6 +6,7 @@
  * exited) we close the fd at once, so we never keep a dead VM's memory
  * pinned, yet keep the file object for its descriptors and last values.
  */
+#define _GNU_SOURCE
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -148,6 +149,7 @@ static int vm_new(struct host *h, const struct kvmstats_vm_info *info,
 	}
 	kvmstats_file_read(v->vm, v->cur, sz);
 	memcpy(v->prev, v->cur, sz);
+	v->t_open = now_mono();
 	err = vm_grow(h, v);
 	if (err == -ENOMEM) {
 		vm_free(v);

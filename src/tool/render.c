@@ -15,6 +15,7 @@
  * not hold.  _count is the sum of the buckets (exact); KVM keeps no sum, so
  * there is no _sum.
  */
+#define _GNU_SOURCE
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

@@ -34,6 +34,7 @@ struct vmrec {
 	char name[128]; /* QEMU -name, or "" */
 	bool alive;
 	bool listed; /* seen in the latest list */
+	double t_open; /* when its first sample was taken */
 	struct kvmstats_file *vm;
 	void *cur, *prev; /* VM samples */
 	unsigned int nv; /* vCPU files open */

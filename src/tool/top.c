@@ -1,0 +1,603 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * kvmstats top: totals and rates per second, per VM or per vCPU, live
+ * (plain ANSI escapes, no curses: the guest binary is static) or in batch.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <termios.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tool.h"
+
+enum sort_key { SORT_RATE, SORT_TOTAL, SORT_NAME };
+
+struct row {
+	char obj[48];
+	const char *name;
+	int pid, fd, vcpu; /* vcpu -1: the VM (or the sum of its vCPUs) */
+	uint64_t total;
+	double rate;
+	bool exited;
+};
+
+struct top {
+	struct host host;
+	const char *sel;
+	bool per_vcpu;
+	enum sort_key sort;
+	regex_t re;
+	regex_t *filter;
+	char filter_text[128];
+	double interval;
+	struct row *rows;
+	size_t nrows, room;
+	FILE *csv;
+};
+
+static volatile sig_atomic_t stop_sig;
+static struct termios saved_tio;
+static bool tty_raw;
+
+static void on_signal(int sig)
+{
+	stop_sig = sig;
+}
+
+static void tty_restore(void)
+{
+	if (!tty_raw)
+		return;
+	tcsetattr(STDIN_FILENO, TCSAFLUSH, &saved_tio);
+	fputs("\033[?25h\033[?1049l", stdout);
+	fflush(stdout);
+	tty_raw = false;
+}
+
+static void tty_setup(void)
+{
+	struct termios t;
+
+	if (tcgetattr(STDIN_FILENO, &saved_tio))
+		return;
+	t = saved_tio;
+	t.c_lflag &= ~(ICANON | ECHO);
+	t.c_cc[VMIN] = 1;
+	t.c_cc[VTIME] = 0;
+	if (tcsetattr(STDIN_FILENO, TCSAFLUSH, &t))
+		return;
+	tty_raw = true;
+	atexit(tty_restore);
+	fputs("\033[?1049h\033[?25l", stdout);
+}
+
+static bool vm_selected(const struct top *t, const struct vmrec *v)
+{
+	const char *colon;
+	char *end;
+	long pid, fd;
+
+	if (!t->sel)
+		return true;
+	pid = strtol(t->sel, &end, 10);
+	if (end != t->sel && (*end == '\0' || *end == ':')) {
+		if (pid != v->pid)
+			return false;
+		colon = strchr(t->sel, ':');
+		if (!colon)
+			return true;
+		fd = strtol(colon + 1, &end, 10);
+		return fd == v->fd;
+	}
+	return !strcmp(v->name, t->sel);
+}
+
+static struct row *new_row(struct top *t)
+{
+	if (t->nrows == t->room) {
+		size_t room = t->room ? 2 * t->room : 256;
+		struct row *r = realloc(t->rows, room * sizeof(*r));
+
+		if (!r)
+			return NULL;
+		t->rows = r;
+		t->room = room;
+	}
+	memset(&t->rows[t->nrows], 0, sizeof(t->rows[0]));
+	return &t->rows[t->nrows++];
+}
+
+/* Rows for the scalar stats of @f (samples @cur/@prev) under one object. */
+static void add_rows(struct top *t, const struct vmrec *v, int vcpu,
+		     const struct kvmstats_file *f, const void *cur,
+		     const void *prev, double dt)
+{
+	unsigned int i, nr = kvmstats_file_num_stats(f);
+
+	for (i = 0; i < nr; i++) {
+		const struct kvmstats_stat *s = kvmstats_file_stat(f, i);
+		struct row *r;
+
+		if (kvmstats_is_hist(s) || !name_matches(t->filter, s->name))
+			continue;
+		r = new_row(t);
+		if (!r)
+			return;
+		if (vcpu >= 0)
+			snprintf(r->obj, sizeof(r->obj), "%d:%d/%d", v->pid, v->fd, vcpu);
+		else
+			snprintf(r->obj, sizeof(r->obj), "%d:%d", v->pid, v->fd);
+		r->name = s->name;
+		r->pid = v->pid;
+		r->fd = v->fd;
+		r->vcpu = vcpu;
+		r->exited = !v->alive;
+		r->total = kvmstats_value(s, cur, 0);
+		if (v->alive && dt > 0)
+			r->rate = ((double)r->total - (double)kvmstats_value(s, prev, 0)) / dt;
+	}
+}
+
+/* Per-VM view: the VM's vCPU stats summed over its vCPUs. */
+static void add_vcpu_sums(struct top *t, const struct vmrec *v, double dt)
+{
+	const struct kvmstats_file *f0 = v->vcpu[0];
+	unsigned int i, c, nr = kvmstats_file_num_stats(f0);
+
+	for (i = 0; i < nr; i++) {
+		const struct kvmstats_stat *s = kvmstats_file_stat(f0, i);
+		uint64_t cur = 0, prev = 0;
+		struct row *r;
+
+		if (kvmstats_is_hist(s) || !name_matches(t->filter, s->name))
+			continue;
+		for (c = 0; c < v->nv; c++) {
+			const struct kvmstats_stat *sc = kvmstats_file_stat(v->vcpu[c], i);
+
+			if (!sc || strcmp(sc->name, s->name))
+				continue; /* a vCPU with another table: leave it out */
+			cur += kvmstats_value(sc, v->vcur[c], 0);
+			prev += kvmstats_value(sc, v->vprev[c], 0);
+		}
+		r = new_row(t);
+		if (!r)
+			return;
+		snprintf(r->obj, sizeof(r->obj), "%d:%d", v->pid, v->fd);
+		r->name = s->name;
+		r->pid = v->pid;
+		r->fd = v->fd;
+		r->vcpu = -1;
+		r->exited = !v->alive;
+		r->total = cur;
+		if (v->alive && dt > 0)
+			r->rate = ((double)cur - (double)prev) / dt;
+	}
+}
+
+static enum sort_key sort_by;
+
+static int row_cmp(const void *a, const void *b)
+{
+	const struct row *x = a, *y = b;
+	int c;
+
+	if (sort_by == SORT_RATE && x->rate != y->rate)
+		return x->rate < y->rate ? 1 : -1;
+	if (sort_by == SORT_TOTAL && x->total != y->total)
+		return x->total < y->total ? 1 : -1;
+	if (x->pid != y->pid)
+		return x->pid < y->pid ? -1 : 1;
+	if (x->fd != y->fd)
+		return x->fd < y->fd ? -1 : 1;
+	if (x->vcpu != y->vcpu)
+		return x->vcpu < y->vcpu ? -1 : 1;
+	c = strcmp(x->name, y->name);
+	return c;
+}
+
+static void build_rows(struct top *t)
+{
+	size_t i;
+	unsigned int c;
+
+	t->nrows = 0;
+	for (i = 0; i < t->host.nvms; i++) {
+		const struct vmrec *v = &t->host.vms[i];
+		double from = t->host.t_prev > v->t_open ? t->host.t_prev : v->t_open;
+		double dt = t->host.t_cur - from;
+
+		if (!vm_selected(t, v) || !v->vm)
+			continue;
+		add_rows(t, v, -1, v->vm, v->cur, v->prev, dt);
+		if (!v->nv)
+			continue;
+		if (!t->per_vcpu) {
+			add_vcpu_sums(t, v, dt);
+			continue;
+		}
+		for (c = 0; c < v->nv; c++)
+			add_rows(t, v, (int)c, v->vcpu[c], v->vcur[c], v->vprev[c], dt);
+	}
+	sort_by = t->sort;
+	if (t->nrows)
+		qsort(t->rows, t->nrows, sizeof(*t->rows), row_cmp);
+}
+
+static const char *sort_name(enum sort_key k)
+{
+	return k == SORT_RATE ? "rate" : k == SORT_TOTAL ? "total" : "name";
+}
+
+static void count_vms(const struct top *t, size_t *alive, size_t *exited)
+{
+	size_t i;
+
+	*alive = *exited = 0;
+	for (i = 0; i < t->host.nvms; i++) {
+		if (!vm_selected(t, &t->host.vms[i]))
+			continue;
+		if (t->host.vms[i].alive)
+			(*alive)++;
+		else
+			(*exited)++;
+	}
+}
+
+static void print_row(FILE *out, const struct row *r)
+{
+	char obj[64];
+
+	snprintf(obj, sizeof(obj), "%s%s", r->obj, r->exited ? " (exited)" : "");
+	fprintf(out, "%-22s %-32s %20llu %14.1f\n", obj, r->name,
+		(unsigned long long)r->total, r->rate);
+}
+
+static void print_batch(struct top *t)
+{
+	size_t i, alive, exited;
+	char when[32];
+	time_t now = time(NULL);
+
+	strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", localtime(&now));
+	count_vms(t, &alive, &exited);
+	printf("# kvmstats top %s interval %.3fs VMs %zu exited %zu view %s sort %s\n",
+	       when, t->interval, alive, exited, t->per_vcpu ? "vcpu" : "vm",
+	       sort_name(t->sort));
+	printf("%-22s %-32s %20s %14s\n", "OBJECT", "STAT", "TOTAL", "RATE/s");
+	for (i = 0; i < t->nrows; i++)
+		print_row(stdout, &t->rows[i]);
+	putchar('\n');
+	fflush(stdout);
+}
+
+static void draw(struct top *t, const char *prompt)
+{
+	struct winsize ws = { .ws_row = 24, .ws_col = 80 };
+	size_t i, alive, exited, lines;
+	char when[32];
+	time_t now = time(NULL);
+
+	ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws);
+	if (ws.ws_row < 5)
+		ws.ws_row = 5;
+	strftime(when, sizeof(when), "%H:%M:%S", localtime(&now));
+	count_vms(t, &alive, &exited);
+	fputs("\033[H\033[2J", stdout);
+	printf("kvmstats top  %s  every %.1fs  VMs: %zu running, %zu exited  view: %s  sort: %s  filter: %s\n",
+	       when, t->interval, alive, exited, t->per_vcpu ? "per vCPU" : "per VM",
+	       sort_name(t->sort), t->filter ? t->filter_text : "-");
+	printf("\033[7m%-22s %-32s %20s %14s\033[0m\n", "OBJECT", "STAT", "TOTAL",
+	       "RATE/s");
+	lines = (size_t)ws.ws_row - 3;
+	for (i = 0; i < t->nrows && i < lines; i++)
+		print_row(stdout, &t->rows[i]);
+	printf("\033[%d;1H", ws.ws_row);
+	if (prompt)
+		printf("filter (extended regex, empty: none): %s", prompt);
+	else
+		fputs("q quit  s sort  v per-VM/per-vCPU  f filter  +/- interval", stdout);
+	fflush(stdout);
+}
+
+static void write_csv(struct top *t)
+{
+	struct timespec ts;
+	size_t i;
+
+	if (!t->csv)
+		return;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	for (i = 0; i < t->nrows; i++) {
+		const struct row *r = &t->rows[i];
+
+		fprintf(t->csv, "%lld.%03ld,%d,%d,", (long long)ts.tv_sec,
+			ts.tv_nsec / 1000000, r->pid, r->fd);
+		if (r->vcpu >= 0)
+			fprintf(t->csv, "%d", r->vcpu);
+		fprintf(t->csv, ",%s,%llu,%.3f,%s\n", r->name,
+			(unsigned long long)r->total, r->rate,
+			r->exited ? "exited" : "running");
+	}
+	fflush(t->csv);
+}
+
+/* Read a filter line in raw mode; false on ESC. */
+static bool read_filter(struct top *t, char *buf, size_t len)
+{
+	size_t n = 0;
+
+	buf[0] = '\0';
+	for (;;) {
+		char c;
+
+		draw(t, buf);
+		if (read(STDIN_FILENO, &c, 1) != 1 || stop_sig)
+			return false;
+		if (c == '\r' || c == '\n')
+			return true;
+		if (c == 27)
+			return false;
+		if ((c == 127 || c == 8) && n > 0)
+			buf[--n] = '\0';
+		else if (c >= 32 && c < 127 && n + 1 < len) {
+			buf[n++] = c;
+			buf[n] = '\0';
+		}
+	}
+}
+
+static void set_filter(struct top *t, const char *text)
+{
+	if (t->filter)
+		regfree(&t->re);
+	t->filter = NULL;
+	t->filter_text[0] = '\0';
+	if (!text[0])
+		return;
+	if (regcomp(&t->re, text, REG_EXTENDED | REG_NOSUB))
+		return; /* a bad pattern interactively: keep no filter */
+	t->filter = &t->re;
+	snprintf(t->filter_text, sizeof(t->filter_text), "%s", text);
+}
+
+/* Handle one key; returns false to quit. */
+static bool key(struct top *t, char c)
+{
+	char line[128];
+
+	switch (c) {
+	case 'q':
+	case 'Q':
+		return false;
+	case 's':
+		t->sort = (t->sort + 1) % 3;
+		break;
+	case 'v':
+		t->per_vcpu = !t->per_vcpu;
+		break;
+	case 'f':
+		if (read_filter(t, line, sizeof(line)))
+			set_filter(t, line);
+		break;
+	case '+':
+		if (t->interval < 60)
+			t->interval *= 2;
+		break;
+	case '-':
+		if (t->interval > 0.2)
+			t->interval /= 2;
+		break;
+	}
+	return true;
+}
+
+static void usage_top(FILE *f)
+{
+	fputs("Usage: kvmstats top [VM] [-d SECONDS] [--per vm|vcpu] [-s rate|total|name]\n"
+	      "                    [-f REGEX] [--batch [-n N]] [--csv FILE]\n"
+	      "Live totals and rates per second of the scalar statistics of every VM\n"
+	      "(or of VM: PID, PID:FD or QEMU guest name).  New VMs appear as they\n"
+	      "start; VMs whose process exited stay, marked (exited).\n"
+	      "  -d, --interval SECONDS  time between samples (default 1, >= 0.1)\n"
+	      "  --per vm|vcpu           a VM's vCPU stats summed (vm, default) or per vCPU\n"
+	      "  -s, --sort KEY          rate (default), total or name\n"
+	      "  -f REGEX                only statistics whose name matches\n"
+	      "  -b, --batch             plain text reports instead of the full screen\n"
+	      "  -n N                    stop after N reports\n"
+	      "  --csv FILE              also log every report to FILE as CSV\n"
+	      "Keys: q quit, s sort, v per VM/per vCPU, f filter, + and - interval.\n",
+	      f);
+}
+
+int cmd_top(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "interval", required_argument, NULL, 'd' },
+		{ "per", required_argument, NULL, 'p' },
+		{ "sort", required_argument, NULL, 's' },
+		{ "filter", required_argument, NULL, 'f' },
+		{ "batch", no_argument, NULL, 'b' },
+		{ "csv", required_argument, NULL, 'c' },
+		{ "help", no_argument, NULL, 'h' },
+		{}
+	};
+	struct top t = { .interval = 1.0 };
+	const char *csv = NULL;
+	bool batch = false;
+	long count = -1, done = 0;
+	struct sigaction sa = { .sa_handler = on_signal };
+	char *end;
+	int c, err, devfd, rc = EXIT_OK;
+
+	while ((c = getopt_long(argc, argv, "d:s:f:bn:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'd':
+			t.interval = strtod(optarg, &end);
+			if (end == optarg || *end || !(t.interval >= 0.1) ||
+			    t.interval > 3600) {
+				errmsg("top: bad interval '%s' (0.1 .. 3600 seconds)", optarg);
+				return EXIT_USAGE;
+			}
+			break;
+		case 'p':
+			if (!strcmp(optarg, "vm")) {
+				t.per_vcpu = false;
+			} else if (!strcmp(optarg, "vcpu")) {
+				t.per_vcpu = true;
+			} else {
+				errmsg("top: --per wants vm or vcpu, not '%s'", optarg);
+				return EXIT_USAGE;
+			}
+			break;
+		case 's':
+			if (!strcmp(optarg, "rate")) {
+				t.sort = SORT_RATE;
+			} else if (!strcmp(optarg, "total")) {
+				t.sort = SORT_TOTAL;
+			} else if (!strcmp(optarg, "name")) {
+				t.sort = SORT_NAME;
+			} else {
+				errmsg("top: --sort wants rate, total or name, not '%s'", optarg);
+				return EXIT_USAGE;
+			}
+			break;
+		case 'f':
+			if (compile_filter(optarg, &t.re))
+				return EXIT_USAGE;
+			t.filter = &t.re;
+			snprintf(t.filter_text, sizeof(t.filter_text), "%s", optarg);
+			break;
+		case 'b':
+			batch = true;
+			break;
+		case 'n':
+			count = strtol(optarg, &end, 10);
+			if (end == optarg || *end || count < 1) {
+				errmsg("top: -n wants a positive count, not '%s'", optarg);
+				return EXIT_USAGE;
+			}
+			break;
+		case 'c':
+			csv = optarg;
+			break;
+		case 'h':
+			usage_top(stdout);
+			return EXIT_OK;
+		default:
+			usage_top(stderr);
+			return EXIT_USAGE;
+		}
+	}
+	if (argc - optind > 1) {
+		errmsg("top: unexpected argument '%s'", argv[optind + 1]);
+		return EXIT_USAGE;
+	}
+	t.sel = optind < argc ? argv[optind] : NULL;
+	if (!batch && (!isatty(STDIN_FILENO) || !isatty(STDOUT_FILENO)))
+		batch = true; /* no terminal to draw on: plain reports */
+
+	devfd = open_device();
+	if (csv) {
+		t.csv = fopen(csv, "we");
+		if (!t.csv) {
+			errmsg("%s: %s", csv, strerror(errno));
+			return exit_for(errno);
+		}
+		fputs("time,pid,fd,vcpu,stat,total,rate,state\n", t.csv);
+	}
+	err = host_init(&t.host, devfd);
+	if (!err)
+		err = host_refresh(&t.host);
+	if (err) {
+		errmsg("top: %s", kvmstats_strerror(err));
+		return exit_for(err);
+	}
+	t.host.t_cur = now_mono();
+	if (t.sel) {
+		size_t i, n = 0;
+
+		for (i = 0; i < t.host.nvms; i++)
+			n += vm_selected(&t, &t.host.vms[i]);
+		if (!n) {
+			errmsg("no VM matches '%s' (see kvmstats list)", t.sel);
+			return EXIT_NOVM;
+		}
+	}
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	if (!batch)
+		tty_setup();
+
+	while (!stop_sig && (count < 0 || done < count)) {
+		double next = now_mono() + t.interval;
+		bool quit = false;
+
+		/* Wait out the interval; keys redraw at once. */
+		for (;;) {
+			double left = next - now_mono();
+			struct pollfd p = { .fd = STDIN_FILENO, .events = POLLIN };
+			int r;
+
+			if (left <= 0 || stop_sig)
+				break;
+			if (batch) {
+				struct timespec ts = { .tv_sec = (time_t)left,
+						       .tv_nsec = (long)((left - (time_t)left) * 1e9) };
+
+				nanosleep(&ts, NULL);
+				continue;
+			}
+			r = poll(&p, 1, (int)(left * 1000) + 1);
+			if (r > 0) {
+				char ch;
+
+				if (read(STDIN_FILENO, &ch, 1) != 1 || !key(&t, ch)) {
+					quit = true;
+					break;
+				}
+				build_rows(&t);
+				draw(&t, NULL);
+			}
+		}
+		if (quit || stop_sig)
+			break;
+		err = host_refresh(&t.host);
+		if (!err)
+			err = host_sample(&t.host);
+		if (err) {
+			tty_restore();
+			errmsg("top: %s", kvmstats_strerror(err));
+			rc = exit_for(err);
+			break;
+		}
+		build_rows(&t);
+		write_csv(&t);
+		if (batch)
+			print_batch(&t);
+		else
+			draw(&t, NULL);
+		done++;
+	}
+	tty_restore();
+	if (t.csv && fclose(t.csv)) {
+		errmsg("%s: %s", csv, strerror(errno));
+		rc = EXIT_FAIL;
+	}
+	host_fini(&t.host);
+	free(t.rows);
+	close(devfd);
+	if (stop_sig == SIGINT || stop_sig == SIGTERM || stop_sig == SIGHUP)
+		return rc ? rc : (batch && count > 0 ? EXIT_INTR : EXIT_OK);
+	return rc;
+}
