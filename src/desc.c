@@ -105,6 +105,8 @@ static_assert(ARRAY_SIZE(kvmstats_vcpu_desc) -
 /* The wire format: a 16-byte descriptor followed by its name. */
 static_assert(sizeof(struct kvmstats_kdesc) ==
 	      offsetof(struct kvm_stats_desc, name) + KVM_STATS_NAME_SIZE);
+static_assert(offsetof(struct kvmstats_kdesc, name) ==
+	      offsetof(struct kvm_stats_desc, name));
 static_assert(sizeof_field(struct kvm, stats_id) == KVM_STATS_NAME_SIZE);
 static_assert(sizeof_field(struct kvm_vcpu, stats_id) == KVM_STATS_NAME_SIZE);
 

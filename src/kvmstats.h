@@ -7,6 +7,8 @@
 #include <linux/kvm_host.h>
 #include <uapi/linux/kvmstats.h>
 
+#include "compat.h"
+
 /*
  * The fixed part of a stats file: its header, descriptors and sizes.  One
  * layout describes every VM and one every vCPU of the running kernel.

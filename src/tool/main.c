@@ -86,65 +86,6 @@ double now_mono(void)
 	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-/*
- * QEMU's guest name from its command line (NUL-separated arguments):
- * "-name foo", "-name foo,debug-threads=on" or "-name guest=foo,...",
- * where ",," stands for a comma.  Returns 1 if found, else 0.
- */
-int parse_guest_name(const char *cmdline, size_t len, char *name,
-		     size_t namelen)
-{
-	const char *p = cmdline, *end = cmdline + len;
-
-	while (p < end) {
-		size_t l = strnlen(p, (size_t)(end - p));
-		const char *arg = p;
-
-		p += l + 1;
-		if ((strcmp(arg, "-name") && strcmp(arg, "--name")) || p >= end)
-			continue;
-		{
-			const char *v = p, *vend = p + strnlen(p, (size_t)(end - p));
-			size_t o = 0;
-
-			/* The value is a list of key=value; "guest=" or a bare first. */
-			while (v < vend) {
-				const char *s = v;
-				char item[256];
-				size_t il = 0;
-
-				while (s < vend && il + 1 < sizeof(item)) {
-					if (*s == ',' && s + 1 < vend && s[1] == ',') {
-						item[il++] = ',';
-						s += 2;
-						continue;
-					}
-					if (*s == ',')
-						break;
-					item[il++] = *s++;
-				}
-				item[il] = '\0';
-				while (s < vend && *s != ',')
-					s++;
-				if (s < vend)
-					s++;
-				if (!strncmp(item, "guest=", 6)) {
-					snprintf(name, namelen, "%s", item + 6);
-					return 1;
-				}
-				if (v == p && !strchr(item, '=')) {
-					snprintf(name, namelen, "%s", item);
-					o = 1;
-				}
-				v = s;
-			}
-			if (o)
-				return 1;
-		}
-	}
-	return 0;
-}
-
 void proc_names(int pid, char *comm, size_t commlen, char *name,
 		size_t namelen)
 {

@@ -49,6 +49,13 @@ void json_schemas(FILE *out, const struct kvmstats_file *vm,
 void prom_render(FILE *out, const struct obj *objs, size_t n,
 		 const regex_t *filter);
 
+/*
+ * QEMU's guest name from a NUL-separated command line: "-name foo",
+ * "-name foo,debug-threads=on" or "-name guest=foo,...".  1 if found.
+ */
+int parse_guest_name(const char *cmdline, size_t len, char *name,
+		     size_t namelen);
+
 /* A JSON string literal (with quotes). */
 void json_string(FILE *out, const char *s);
 

@@ -59,8 +59,6 @@ int open_device(void);
 int compile_filter(const char *re, regex_t *out);
 void proc_names(int pid, char *comm, size_t commlen, char *name,
 		size_t namelen);
-int parse_guest_name(const char *cmdline, size_t len, char *name,
-		     size_t namelen);
 double now_mono(void);
 
 /* host.c: follow every VM of the host (or those @match accepts). */
