@@ -5,6 +5,7 @@
  * W (warning), D (oops), B (bad page) or L (soft lockup) bit.  The
  * harness scans the console too.
  */
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
