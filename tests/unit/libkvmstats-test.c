@@ -704,9 +704,140 @@ out:
 	close(kvm);
 }
 
+
+/*
+ * --check-histograms PROM STATS: every histogram of the stats file STATS
+ * (a raw file saved in the guest) against its family in the exposition
+ * PROM, bucket by bucket: cumulative counts, le bounds in seconds (the
+ * inclusive integer bound (hi - 1) of each KVM bucket), +Inf and _count.
+ * Independent of the renderer: names and bounds are worked out here.
+ */
+static char *slurp(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *m;
+	int c;
+
+	if (!f)
+		return NULL;
+	m = open_memstream(&buf, &len);
+	while ((c = fgetc(f)) != EOF)
+		fputc(c, m);
+	fclose(m);
+	fclose(f);
+	return buf;
+}
+
+static int check_histograms(const char *prom, const char *stats)
+{
+	char *text = slurp(prom), id_label[256], target[64] = "";
+	struct kvmstats_file *f;
+	unsigned char *data;
+	unsigned int i, b, families = 0;
+	int fd = open(stats, O_RDONLY | O_CLOEXEC);
+
+	if (!text || fd < 0 || kvmstats_file_adopt(fd, 0, &f)) {
+		check(0, "read %s and %s", prom, stats);
+		return 1;
+	}
+	data = malloc(kvmstats_file_data_size(f));
+	kvmstats_file_read(f, data, kvmstats_file_data_size(f));
+	snprintf(id_label, sizeof(id_label), "id=\"%s\"", kvmstats_file_id(f));
+	for (i = 0; i < kvmstats_file_num_stats(f); i++) {
+		const struct kvmstats_stat *s = kvmstats_file_stat(f, i);
+		char fam[128], head[160];
+		unsigned long long cum = 0;
+		bool ok = true;
+		const char *p;
+
+		if (!kvmstats_is_hist(s))
+			continue;
+		families++;
+		snprintf(fam, sizeof(fam), "kvm_%s_%s%s", kvmstats_file_is_vcpu(f) ? "vcpu" : "vm",
+			 s->name, s->unit == KVMSTATS_UNIT_SECONDS ? "_seconds" : "");
+		snprintf(head, sizeof(head), "# TYPE %s histogram\n", fam);
+		p = strstr(text, head);
+		if (!p) {
+			check(0, "histogram %s is in the exposition", fam);
+			continue;
+		}
+		for (b = 0; b < s->size && ok; b++) {
+			char key[200];
+			const char *q = p, *le;
+			double want_le = 0, got_le;
+			unsigned long long got;
+
+			cum += kvmstats_value(s, data, b);
+			if (b + 1 < s->size) {
+				double hi = s->type == KVMSTATS_LOG_HIST ? ldexp(1.0, (int)b) :
+									  (double)(b + 1) * s->bucket_size;
+
+				want_le = kvmstats_scale(s, hi - 1);
+			}
+			/* The bucket line of this object with the b-th le. */
+			snprintf(key, sizeof(key), "\n%s_bucket{", fam);
+			for (unsigned int k = 0; k <= b; k++) {
+				do {
+					q = strstr(q + 1, key);
+				} while (q && (!strstr(q, id_label) ||
+					       strstr(q, id_label) > strchr(q + 1, '\n')));
+				if (!q)
+					break;
+			}
+			if (!q) {
+				printf("# %s: no bucket line %u\n", fam, b);
+				ok = false;
+				break;
+			}
+			le = strstr(q, "le=\"");
+			if (!le) {
+				ok = false;
+				break;
+			}
+			le += 4;
+			if (b + 1 == s->size) {
+				ok = !strncmp(le, "+Inf\"", 5);
+			} else {
+				got_le = strtod(le, NULL);
+				ok = fabs(got_le - want_le) <= 1e-12 * (want_le > 1 ? want_le : 1);
+			}
+			got = strtoull(strchr(le, '}') + 1, NULL, 10);
+			if (!ok || got != cum) {
+				printf("# %s bucket %u: le %.*s count %llu, want le %.17g count %llu\n",
+				       fam, b, (int)strcspn(le, "\""), le, got, want_le, cum);
+				ok = false;
+			}
+		}
+		if (ok) {
+			char key[200];
+			const char *q;
+
+			snprintf(key, sizeof(key), "\n%s_count{", fam);
+			q = strstr(p, key);
+			ok = q && strtoull(strchr(q, '}') + 1, NULL, 10) == cum &&
+			     !strstr(text, "_sum{");
+		}
+		check(ok, "%s matches the raw data bucket by bucket (%u buckets, %llu samples)",
+		      fam, s->size, cum);
+	}
+	snprintf(target, sizeof(target), "%u", families);
+	check(families > 0, "the raw file has histograms to check (%s)", target);
+	kvmstats_file_free(f);
+	free(data);
+	free(text);
+	return failures ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *dir = argc > 1 ? argv[1] : NULL;
+
+	if (argc == 4 && !strcmp(argv[1], "--check-histograms")) {
+		setvbuf(stdout, NULL, _IOLBF, 0);
+		return check_histograms(argv[2], argv[3]);
+	}
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (dir)

@@ -1,0 +1,517 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * The kvmstats tool against real VMs: `show`, `show --json` and `export`
+ * print, for a halted vCPU, exactly the values of KVM's own stats fd;
+ * the JSON parses; `top --batch` shows a running vCPU's io_exits rate
+ * above zero and a halted one's at zero; a VM started after `top` appears
+ * and is marked when its process exits; bad input gets distinct exit
+ * statuses; `export --listen` answers HTTP and survives a client that
+ * hangs up.  Leaves an `export` capture and the raw vCPU stats file in
+ * $KVMSTATS_ARTIFACTS/tool/ for the host's promtool check.
+ */
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "kvmstats_util.h"
+
+#define TOOL "/usr/bin/kvmstats"
+#define OUT_MAX (1 << 20)
+
+static char out[OUT_MAX];
+
+/* Run @cmd with /bin/sh; stdout into out[]; returns the exit status. */
+static int run(const char *cmd)
+{
+	size_t n = 0, r;
+	FILE *p = popen(cmd, "r");
+	int st;
+
+	out[0] = '\0';
+	if (!p)
+		return -1;
+	while (n + 1 < sizeof(out) && (r = fread(out + n, 1, sizeof(out) - 1 - n, p)) > 0)
+		n += r;
+	out[n] = '\0';
+	st = pclose(p);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* Exact nanoseconds from a decimal count of seconds ("0.0000015"). */
+static bool seconds_to_ns(const char *s, uint64_t *ns)
+{
+	uint64_t ip = 0, fp = 0;
+	int digits = 0;
+
+	if (!isdigit((unsigned char)*s))
+		return false;
+	while (isdigit((unsigned char)*s))
+		ip = ip * 10 + (uint64_t)(*s++ - '0');
+	if (*s == '.') {
+		s++;
+		while (isdigit((unsigned char)*s) && digits < 9) {
+			fp = fp * 10 + (uint64_t)(*s++ - '0');
+			digits++;
+		}
+		if (isdigit((unsigned char)*s))
+			return false;
+	}
+	while (digits++ < 9)
+		fp *= 10;
+	*ns = ip * 1000000000ull + fp;
+	return *s == '\0' || isspace((unsigned char)*s);
+}
+
+/* The Prometheus family name the tool must use for a descriptor. */
+static void prom_family(const struct kvm_stats_desc *d, char *buf, size_t len)
+{
+	char base[64];
+	size_t n;
+	const char *unit = "";
+
+	snprintf(base, sizeof(base), "%s", d->name);
+	n = strlen(base);
+	if ((d->flags & KVM_STATS_UNIT_MASK) == KVM_STATS_UNIT_SECONDS) {
+		unit = "_seconds";
+		if (n > 3 && !strcmp(base + n - 3, "_ns"))
+			base[n - 3] = '\0';
+	}
+	snprintf(buf, len, "kvm_vcpu_%s%s%s", base, unit,
+		 (d->flags & KVM_STATS_TYPE_MASK) == KVM_STATS_TYPE_CUMULATIVE ? "_total" : "");
+}
+
+static bool is_hist(const struct kvm_stats_desc *d)
+{
+	uint32_t t = d->flags & KVM_STATS_TYPE_MASK;
+
+	return t == KVM_STATS_TYPE_LOG_HIST || t == KVM_STATS_TYPE_LINEAR_HIST;
+}
+
+/* Minimal JSON validation: one well-formed value and nothing after it. */
+static const char *js_value(const char *s, int depth);
+
+static const char *js_ws(const char *s)
+{
+	while (*s && isspace((unsigned char)*s))
+		s++;
+	return s;
+}
+
+static const char *js_string(const char *s)
+{
+	if (*s++ != '"')
+		return NULL;
+	for (; *s && *s != '"'; s++) {
+		if ((unsigned char)*s < 0x20)
+			return NULL;
+		if (*s == '\\' && !*++s)
+			return NULL;
+	}
+	return *s == '"' ? s + 1 : NULL;
+}
+
+static const char *js_value(const char *s, int depth)
+{
+	s = js_ws(s);
+	if (depth > 16)
+		return NULL;
+	if (*s == '{' || *s == '[') {
+		char close = *s == '{' ? '}' : ']';
+		bool obj = *s == '{';
+
+		s = js_ws(s + 1);
+		if (*s == close)
+			return s + 1;
+		for (;;) {
+			if (obj) {
+				s = js_string(js_ws(s));
+				if (!s)
+					return NULL;
+				s = js_ws(s);
+				if (*s++ != ':')
+					return NULL;
+			}
+			s = js_value(s, depth + 1);
+			if (!s)
+				return NULL;
+			s = js_ws(s);
+			if (*s == ',') {
+				s++;
+				continue;
+			}
+			return *s == close ? s + 1 : NULL;
+		}
+	}
+	if (*s == '"')
+		return js_string(s);
+	if (!strncmp(s, "true", 4) || !strncmp(s, "null", 4))
+		return s + 4;
+	if (!strncmp(s, "false", 5))
+		return s + 5;
+	if (*s == '-' || isdigit((unsigned char)*s)) {
+		char *end;
+
+		strtod(s, &end);
+		return end;
+	}
+	return NULL;
+}
+
+static bool json_valid(const char *s)
+{
+	const char *e = js_value(s, 0);
+
+	return e && *js_ws(e) == '\0';
+}
+
+static void save_artifact(const char *name, const void *data, size_t len)
+{
+	const char *dir = getenv("KVMSTATS_ARTIFACTS");
+	char path[512];
+	int fd;
+
+	if (!dir)
+		return;
+	snprintf(path, sizeof(path), "%s/tool", dir);
+	mkdir(path, 0755);
+	snprintf(path, sizeof(path), "%s/tool/%s", dir, name);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0 || write(fd, data, len) != (ssize_t)len)
+		tap_diag("cannot save %s", path);
+	if (fd >= 0)
+		close(fd);
+}
+
+/* show, show --json and export of a halted vCPU against the native fd. */
+static void check_values(struct vm *vm)
+{
+	static struct stats_blob native;
+	const struct kvm_stats_header *h;
+	char cmd[256], fam[128], line[256], *export_out;
+	int i, rc, scalars = 0, bad_show = 0, bad_json = 0, bad_prom = 0;
+	int nfd = vcpu_get_stats_fd(vm->vcpus[0]);
+
+	stats_read_all(nfd, &native, "native vCPU 0 stats");
+	close(nfd);
+	h = stats_header(&native);
+
+	/* Text. */
+	snprintf(cmd, sizeof(cmd), TOOL " show %d:%d --vcpu 0", getpid(), vm->fd);
+	rc = run(cmd);
+	tap_eq(rc, 0, "show %d:%d --vcpu 0 exits 0", getpid(), vm->fd);
+	for (i = 0; i < (int)h->num_desc; i++) {
+		const struct kvm_stats_desc *d = stats_desc(&native, i);
+		uint64_t v = stats_value(&native, d->name, 0);
+		char *p;
+
+		if (is_hist(d))
+			continue;
+		scalars++;
+		snprintf(line, sizeof(line), "\n  %s ", d->name);
+		p = strstr(out, line);
+		if (p)
+			p += strlen(line) + strspn(p + strlen(line), " ");
+		if ((d->flags & KVM_STATS_UNIT_MASK) == KVM_STATS_UNIT_BOOLEAN) {
+			const char *want = v ? "yes" : "no";
+
+			if (!p || strncmp(p, want, strlen(want))) {
+				tap_diag("show: %s: want %s", d->name, want);
+				bad_show++;
+			}
+		} else if (!p || strtoull(p, NULL, 10) != v) {
+			tap_diag("show: %s: want %llu", d->name, (unsigned long long)v);
+			bad_show++;
+		}
+	}
+	tap_check(!bad_show && scalars > 0, "show: %d scalar values equal the native fd's",
+		  scalars);
+
+	/* JSON. */
+	snprintf(cmd, sizeof(cmd), TOOL " show %d:%d --vcpu 0 --json", getpid(), vm->fd);
+	rc = run(cmd);
+	tap_check(rc == 0 && json_valid(out), "show --json exits 0 and parses as JSON");
+	for (i = 0; i < (int)h->num_desc; i++) {
+		const struct kvm_stats_desc *d = stats_desc(&native, i);
+		char want[2048];
+		size_t n;
+		int b;
+
+		n = (size_t)snprintf(want, sizeof(want), "{\"name\": \"%s\", \"value\": ", d->name);
+		if (is_hist(d)) {
+			n += (size_t)snprintf(want + n, sizeof(want) - n, "[");
+			for (b = 0; b < d->size; b++)
+				n += (size_t)snprintf(want + n, sizeof(want) - n, "%s%llu",
+						      b ? ", " : "",
+						      (unsigned long long)stats_value(&native, d->name, b));
+			snprintf(want + n, sizeof(want) - n, "]}");
+		} else if ((d->flags & KVM_STATS_UNIT_MASK) == KVM_STATS_UNIT_BOOLEAN) {
+			snprintf(want + n, sizeof(want) - n, "%s}",
+				 stats_value(&native, d->name, 0) ? "true" : "false");
+		} else {
+			snprintf(want + n, sizeof(want) - n, "%llu}",
+				 (unsigned long long)stats_value(&native, d->name, 0));
+		}
+		if (!strstr(out, want)) {
+			tap_diag("json: missing %s", want);
+			bad_json++;
+		}
+	}
+	tap_check(!bad_json, "show --json: all %u values (histograms bucket 0 first) equal the native fd's",
+		  h->num_desc);
+
+	/* Prometheus. */
+	rc = run(TOOL " export");
+	tap_check(rc == 0 && strstr(out, "# TYPE kvm_vcpu_exits_total counter\n"),
+		  "export exits 0 and has kvm_vcpu_exits_total");
+	export_out = strdup(out);
+	for (i = 0; i < (int)h->num_desc; i++) {
+		const struct kvm_stats_desc *d = stats_desc(&native, i);
+		uint64_t v = stats_value(&native, d->name, 0), got;
+		char *p;
+
+		if (is_hist(d))
+			continue;
+		prom_family(d, fam, sizeof(fam));
+		snprintf(line, sizeof(line), "\n%s{pid=\"%d\",fd=\"%d\",id=\"%s\",vcpu=\"0\"} ",
+			 fam, getpid(), vm->fd, stats_id(&native));
+		p = strstr(export_out, line);
+		if (!p) {
+			tap_diag("export: no line %s", line + 1);
+			bad_prom++;
+			continue;
+		}
+		p += strlen(line);
+		if ((d->flags & KVM_STATS_UNIT_MASK) == KVM_STATS_UNIT_SECONDS) {
+			if (!seconds_to_ns(p, &got) || got != v) {
+				tap_diag("export: %s: want %llu ns", fam, (unsigned long long)v);
+				bad_prom++;
+			}
+		} else if ((d->flags & KVM_STATS_UNIT_MASK) == KVM_STATS_UNIT_BOOLEAN) {
+			if (strtoull(p, NULL, 10) != (v ? 1 : 0))
+				bad_prom++;
+		} else if (strtoull(p, NULL, 10) != v) {
+			tap_diag("export: %s: want %llu", fam, (unsigned long long)v);
+			bad_prom++;
+		}
+	}
+	tap_check(!bad_prom, "export: %d scalar values equal the native fd's (ns exact as seconds)",
+		  scalars);
+	save_artifact("metrics.prom", export_out, strlen(export_out));
+	save_artifact("vcpu0.stats", native.data, native.size);
+	snprintf(line, sizeof(line), "pid=%d\nfd=%d\nvcpu=0\nid=%s\n", getpid(), vm->fd,
+		 stats_id(&native));
+	save_artifact("target.txt", line, strlen(line));
+	free(export_out);
+}
+
+/* The RATE/s column of "<obj> <stat> <total> <rate>" in the last report. */
+static bool top_rate(const char *text, const char *obj, const char *stat, double *rate)
+{
+	const char *last = text, *p;
+	char key[128];
+	bool found = false;
+
+	while ((p = strstr(last + 1, "# kvmstats top ")))
+		last = p;
+	snprintf(key, sizeof(key), "\n%s ", obj);
+	for (p = strstr(last, key); p; p = strstr(p + 1, key)) {
+		char o[64], s[64];
+		unsigned long long total;
+
+		if (sscanf(p + 1, "%63s %63s %llu %lf", o, s, &total, rate) == 4 &&
+		    !strcmp(s, stat)) {
+			found = true;
+			break;
+		}
+	}
+	return found;
+}
+
+static void check_top(struct vm *halted, struct vm *running)
+{
+	char cmd[256], obj[64];
+	double rate = -1;
+	int rc;
+
+	snprintf(cmd, sizeof(cmd),
+		 TOOL " top --batch -n 2 -d 1 --per vcpu -f '^io_exits$' %d", getpid());
+	rc = run(cmd);
+	tap_eq(rc, 0, "top --batch -n 2 exits 0");
+	snprintf(obj, sizeof(obj), "%d:%d/0", getpid(), running->fd);
+	tap_check(top_rate(out, obj, "io_exits", &rate) && rate > 0,
+		  "top --batch: the running vCPU's io_exits rate is above 0 (%.1f/s)", rate);
+	rate = -1;
+	snprintf(obj, sizeof(obj), "%d:%d/0", getpid(), halted->fd);
+	tap_check(top_rate(out, obj, "io_exits", &rate) && rate == 0,
+		  "top --batch: the halted vCPU's io_exits rate is 0 (%.1f/s)", rate);
+	if (tap_failures())
+		tap_diag("top output:\n%s", out);
+}
+
+/* Wait up to @secs for @needle in file @path. */
+static bool wait_for(const char *path, const char *needle, int secs)
+{
+	static char buf[OUT_MAX];
+	int i;
+
+	for (i = 0; i < secs * 10; i++) {
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof(buf) - 1);
+
+		if (fd >= 0)
+			close(fd);
+		if (n > 0) {
+			buf[n] = '\0';
+			if (strstr(buf, needle))
+				return true;
+		}
+		msleep(100);
+	}
+	return false;
+}
+
+static void check_top_lifecycle(void)
+{
+	const char *path = "/tmp/kvmstats-top.txt";
+	struct child_vmm c;
+	char needle[64];
+	pid_t top;
+	int st;
+
+	top = fork();
+	if (top == 0) {
+		int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+
+		dup2(fd, 1);
+		execl(TOOL, "kvmstats", "top", "--batch", "-d", "0.5", "-f", "^exits$",
+		      (char *)NULL);
+		_exit(127);
+	}
+	msleep(1200);
+	child_vmm_start(&c, 1, NULL, 3);
+	snprintf(needle, sizeof(needle), "\n%d:%d ", c.info.pid, c.info.vm_fd);
+	tap_check(wait_for(path, needle, 20), "top: a VM started after top appears in it");
+	child_vmm_close_fds(&c);
+	child_vmm_kill(&c);
+	snprintf(needle, sizeof(needle), "\n%d:%d (exited) ", c.info.pid, c.info.vm_fd);
+	tap_check(wait_for(path, needle, 20), "top: the VM is marked (exited) once its process is gone");
+	kill(top, SIGTERM);
+	waitpid(top, &st, 0);
+	tap_check(WIFEXITED(st), "top --batch ends cleanly on SIGTERM");
+}
+
+static void check_errors(struct vm *vm)
+{
+	char cmd[256];
+
+	tap_eq(run(TOOL " show 999999 2>/dev/null"), 5, "show of an unknown VM exits 5");
+	tap_eq(run(TOOL " show no-such-guest 2>/dev/null"), 5, "show of an unknown guest name exits 5");
+	snprintf(cmd, sizeof(cmd), TOOL " show %d:%d --vcpu 9 2>/dev/null", getpid(), vm->fd);
+	tap_eq(run(cmd), 5, "show of a vCPU the VM lacks exits 5");
+	tap_eq(run(TOOL " show -f '(' 2>/dev/null"), 2, "a bad regex exits 2");
+	tap_eq(run(TOOL " frobnicate 2>/dev/null"), 2, "an unknown command exits 2");
+	tap_eq(run(TOOL " top -d 0 2>/dev/null"), 2, "a bad interval exits 2");
+	tap_eq(run(TOOL " list --help"), 0, "list --help exits 0");
+	run(TOOL " list");
+	snprintf(cmd, sizeof(cmd), "\n%-8d %5d %6u  ", getpid(), vm->fd, 1u);
+	tap_check(strstr(out, cmd) != NULL, "list shows this process's VM with 1 vCPU");
+}
+
+static void check_http(void)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(9477) };
+	char buf[4096];
+	size_t n = 0;
+	pid_t srv;
+	int s, st, i;
+	ssize_t r;
+
+	if (system("ip link set lo up 2>/dev/null || ifconfig lo up 2>/dev/null")) {
+		/* The loopback may already be up; carry on. */
+	}
+	srv = fork();
+	if (srv == 0) {
+		execl(TOOL, "kvmstats", "export", "--listen", "127.0.0.1:9477",
+		      "--max-requests", "2", (char *)NULL);
+		_exit(127);
+	}
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	/* A client that connects and hangs up at once. */
+	for (i = 0, s = -1; i < 50; i++) {
+		s = socket(AF_INET, SOCK_STREAM, 0);
+		if (!connect(s, (struct sockaddr *)&a, sizeof(a)))
+			break;
+		close(s);
+		s = -1;
+		msleep(100);
+	}
+	if (s < 0) {
+		tap_skip("no loopback networking in this guest", "export --listen serves /metrics");
+		kill(srv, SIGTERM);
+		waitpid(srv, &st, 0);
+		return;
+	}
+	close(s);
+	s = socket(AF_INET, SOCK_STREAM, 0);
+	if (connect(s, (struct sockaddr *)&a, sizeof(a))) {
+		tap_fail("export --listen survives a client that hangs up");
+		kill(srv, SIGTERM);
+		waitpid(srv, &st, 0);
+		close(s);
+		return;
+	}
+	tap_pass("export --listen survives a client that hangs up");
+	if (write(s, "GET /metrics HTTP/1.0\r\n\r\n", 25) != 25)
+		tap_diag("short write to the exporter");
+	while (n + 1 < sizeof(buf) && (r = read(s, buf + n, sizeof(buf) - 1 - n)) > 0)
+		n += (size_t)r;
+	buf[n] = '\0';
+	close(s);
+	tap_check(!strncmp(buf, "HTTP/1.0 200 OK", 15) && strstr(buf, "# TYPE kvm_"),
+		  "export --listen serves /metrics");
+	waitpid(srv, &st, 0);
+	tap_check(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+		  "export --listen exits 0 after --max-requests");
+}
+
+int main(void)
+{
+	struct vm *halted, *running;
+	int dev;
+
+	tap_init();
+	if (access(TOOL, X_OK)) {
+		tap_skip("no " TOOL " in the guest", "kvmstats tool tests");
+		return tap_exit();
+	}
+	dev = kvmstats_open();
+	close(dev);
+
+	halted = vm_create(1, NULL);
+	vm_run_all_to_hlt(halted, GUEST_IO_COUNT, 17);
+	check_values(halted);
+	check_errors(halted);
+
+	running = vm_create(1, NULL);
+	vcpu_load_prog(running->vcpus[0], GUEST_IO_LOOP, 0);
+	vcpu_thread_start(running->vcpus[0]);
+	vcpu_thread_wait_running(running->vcpus[0]);
+	check_top(halted, running);
+	vcpu_thread_stop(running->vcpus[0]);
+
+	check_top_lifecycle();
+	check_http();
+
+	vm_free(running);
+	vm_free(halted);
+	return tap_exit();
+}
