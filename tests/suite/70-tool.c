@@ -340,6 +340,7 @@ static void check_top(struct vm *halted, struct vm *running)
 {
 	char cmd[256], obj[64];
 	double rate = -1;
+	bool found;
 	int rc;
 
 	snprintf(cmd, sizeof(cmd),
@@ -347,11 +348,13 @@ static void check_top(struct vm *halted, struct vm *running)
 	rc = run(cmd);
 	tap_eq(rc, 0, "top --batch -n 2 exits 0");
 	snprintf(obj, sizeof(obj), "%d:%d/0", getpid(), running->fd);
-	tap_check(top_rate(out, obj, "io_exits", &rate) && rate > 0,
+	found = top_rate(out, obj, "io_exits", &rate);
+	tap_check(found && rate > 0,
 		  "top --batch: the running vCPU's io_exits rate is above 0 (%.1f/s)", rate);
 	rate = -1;
 	snprintf(obj, sizeof(obj), "%d:%d/0", getpid(), halted->fd);
-	tap_check(top_rate(out, obj, "io_exits", &rate) && rate == 0,
+	found = top_rate(out, obj, "io_exits", &rate);
+	tap_check(found && rate == 0,
 		  "top --batch: the halted vCPU's io_exits rate is 0 (%.1f/s)", rate);
 	if (tap_failures())
 		tap_diag("top output:\n%s", out);
