@@ -1,0 +1,1414 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * kvmstats-bench: what reading KVM statistics through /dev/kvmstats costs,
+ * measured side by side with the alternatives, in one run (issue 5).
+ *
+ *   1. per read: pread of a stats fd from /dev/kvmstats against pread of the
+ *      native KVM_GET_STATS_FD fd of the same VM or vCPU (this process is
+ *      the VMM, so it can have both), interleaved rounds;
+ *   2. host sweep at 1, 4, 16 and 64 VMs x 4 vCPUs, the VMs made by forked
+ *      child VMMs: kvmstats one pread per fd, kvmstats KVMSTATS_READ_BATCH,
+ *      debugfs the way kvm_stat reads it, and the native fds read by their
+ *      own VMM (the lower bound);
+ *   3. tool cost: CPU time of `kvmstats export` and `kvmstats top --batch`
+ *      at 64 x 4, when /usr/bin/kvmstats exists;
+ *   4. KVMSTATS_LIST_VMS with the 64 VMs among 100, 1000 and 5000 idle
+ *      processes holding IDLE_FDS open fds each.
+ *
+ * Output: '# ' diagnostics, a table, and name=value lines.  Benchmarks print
+ * figures and never judge them: the exit status only says whether the
+ * program could run.  Every absolute time is whatever the machine it ran on
+ * gives; under QEMU TCG they are emulated times and only ratios carry over.
+ *
+ * Usage: kvmstats-bench [-q] [-t TOOL]
+ *   -q        quick: fewer rounds and sizes (for trying the program out)
+ *   -t TOOL   the kvmstats tool (default /usr/bin/kvmstats)
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <linux/kvm.h>
+
+#include "../include/uapi/linux/kvmstats.h"
+
+#define NR_VCPUS	4		/* per VM in the sweep */
+#define MAX_VMS		64
+#define FDS_PER_VM	(1 + NR_VCPUS)
+#define MAX_FILES	(MAX_VMS * FDS_PER_VM)
+#define STATS_MAX	65536		/* larger than any stats file */
+#define IDLE_FDS	32		/* open fds of each idle process */
+#define MAX_DEBUGFS	256		/* stat files per debugfs VM dir */
+#define DEBUGFS_KVM	"/sys/kernel/debug/kvm"
+
+static bool quick;
+static const char *tool_path = "/usr/bin/kvmstats";
+static int devfd;			/* /dev/kvmstats */
+static int kvmfd;			/* /dev/kvm */
+
+/* ------------------------------------------------------------------ */
+/* small helpers */
+
+static void die(const char *fmt, ...)
+{
+	va_list ap;
+
+	fflush(stdout);
+	fputs("# kvmstats-bench: fatal: ", stdout);
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	putchar('\n');
+	fflush(stdout);
+	kill(0, SIGKILL);
+	exit(1);
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Median of @n values (sorts a copy). */
+static double median(const double *v, int n)
+{
+	double s[n];
+
+	memcpy(s, v, sizeof(s));
+	qsort(s, n, sizeof(double), cmp_double);
+	return n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+}
+
+/* Minimum and maximum, for the spread shown next to a median. */
+static void range(const double *v, int n, double *lo, double *hi)
+{
+	int i;
+
+	*lo = *hi = v[0];
+	for (i = 1; i < n; i++) {
+		if (v[i] < *lo)
+			*lo = v[i];
+		if (v[i] > *hi)
+			*hi = v[i];
+	}
+}
+
+static void xwrite(int fd, const void *buf, size_t len)
+{
+	if (write(fd, buf, len) != (ssize_t)len)
+		die("write to a pipe: %s", strerror(errno));
+}
+
+static void xread(int fd, void *buf, size_t len)
+{
+	ssize_t r = read(fd, buf, len);
+
+	if (r != (ssize_t)len)
+		die("read from a pipe: %zd (%s)", r, r < 0 ? strerror(errno) : "short");
+}
+
+/* ------------------------------------------------------------------ */
+/* stats files */
+
+struct sfile {
+	int fd;
+	uint32_t data_offset;
+	uint32_t data_size;
+	uint32_t file_size;
+};
+
+static uint8_t scratch[STATS_MAX];
+
+static void sfile_init(struct sfile *f, int fd, const char *what)
+{
+	struct kvm_stats_header h;
+	ssize_t r;
+
+	f->fd = fd;
+	if (pread(fd, &h, sizeof(h), 0) != sizeof(h))
+		die("%s: cannot read the header: %s", what, strerror(errno));
+	r = pread(fd, scratch, sizeof(scratch), 0);
+	if (r <= (ssize_t)h.data_offset)
+		die("%s: file of %zd bytes, data at %u", what, r, h.data_offset);
+	f->data_offset = h.data_offset;
+	f->file_size = r;
+	f->data_size = r - h.data_offset;
+}
+
+static int ours_stats_fd(pid_t pid, int fd, int vcpu)
+{
+	struct kvmstats_fd_request req = { .pid = pid, .fd = fd, .vcpu = vcpu };
+	int r = ioctl(devfd, KVMSTATS_GET_STATS_FD, &req);
+
+	if (r < 0)
+		die("KVMSTATS_GET_STATS_FD(%d, %d, %d): %s", pid, fd, vcpu,
+		    strerror(errno));
+	return r;
+}
+
+/* ------------------------------------------------------------------ */
+/* a VM with NR_VCPUS vCPUs, made by this process */
+
+struct vmm {
+	int vm;
+	int vcpu[NR_VCPUS];
+	struct sfile native[FDS_PER_VM];	/* [0]: VM, [1 + i]: vCPU i */
+};
+
+static void vmm_create(struct vmm *m, int nr_vcpus)
+{
+	int i, fd;
+
+	m->vm = ioctl(kvmfd, KVM_CREATE_VM, 0);
+	if (m->vm < 0)
+		die("KVM_CREATE_VM: %s", strerror(errno));
+	for (i = 0; i < nr_vcpus; i++) {
+		m->vcpu[i] = ioctl(m->vm, KVM_CREATE_VCPU, i);
+		if (m->vcpu[i] < 0)
+			die("KVM_CREATE_VCPU %d: %s", i, strerror(errno));
+	}
+	fd = ioctl(m->vm, KVM_GET_STATS_FD, 0);
+	if (fd < 0)
+		die("KVM_GET_STATS_FD (VM): %s", strerror(errno));
+	sfile_init(&m->native[0], fd, "native VM fd");
+	for (i = 0; i < nr_vcpus; i++) {
+		fd = ioctl(m->vcpu[i], KVM_GET_STATS_FD, 0);
+		if (fd < 0)
+			die("KVM_GET_STATS_FD (vCPU): %s", strerror(errno));
+		sfile_init(&m->native[1 + i], fd, "native vCPU fd");
+	}
+}
+
+/* One pread of every data block: what a sweep reads per VM. */
+static void read_data_blocks(const struct sfile *f, int n)
+{
+	int i;
+
+	for (i = 0; i < n; i++)
+		if (pread(f[i].fd, scratch, f[i].data_size, f[i].data_offset) !=
+		    (ssize_t)f[i].data_size)
+			die("pread of a data block: %s", strerror(errno));
+}
+
+/* ------------------------------------------------------------------ */
+/* 1. per read */
+
+enum { R_DATA, R_FULL };
+
+static double per_read_ns(const struct sfile *f, int kind, long n)
+{
+	size_t len = kind == R_DATA ? f->data_size : f->file_size;
+	off_t off = kind == R_DATA ? f->data_offset : 0;
+	uint64_t t0;
+	long i;
+
+	t0 = now_ns();
+	for (i = 0; i < n; i++)
+		if (pread(f->fd, scratch, len, off) != (ssize_t)len)
+			die("pread: %s", strerror(errno));
+	return (double)(now_ns() - t0) / n;
+}
+
+struct pair_result {
+	double ours, native, ratio, lo, hi;
+};
+
+/*
+ * Rounds of reads through @a and @b, interleaved as ABBA ABBA ... in
+ * blocks of @n / 8 reads so that both see the same machine (it is shared,
+ * and TCG time slices are long); per round the time per read of each, and
+ * their ratio.  Results: medians over rounds.
+ */
+static struct pair_result pread_pair(const struct sfile *a,
+				     const struct sfile *b, int kind)
+{
+	int rounds = quick ? 11 : 41, r, j;
+	double ta[rounds], tb[rounds], ratio[rounds];
+	struct pair_result res;
+	long n;
+
+	/* Calibrate: about 4 ms of reads per round and side. */
+	per_read_ns(a, kind, 100);
+	n = 4e6 / per_read_ns(a, kind, 1000) / 8;
+	if (n < 16)
+		n = 16;
+
+	for (r = 0; r < rounds; r++) {
+		ta[r] = tb[r] = 0;
+		for (j = 0; j < 8; j++) {
+			if (j % 4 == 0 || j % 4 == 3)
+				ta[r] += per_read_ns(a, kind, n);
+			else
+				tb[r] += per_read_ns(b, kind, n);
+		}
+		ta[r] /= 4;
+		tb[r] /= 4;
+		ratio[r] = ta[r] / tb[r];
+	}
+	res.ours = median(ta, rounds);
+	res.native = median(tb, rounds);
+	res.ratio = median(ratio, rounds);
+	range(ratio, rounds, &res.lo, &res.hi);
+	printf("# per read: %d rounds of 4x%ld reads each way, interleaved ABBA\n",
+	       rounds, n);
+	return res;
+}
+
+static struct pair_result p_vcpu, p_vm, p_full, p_control;
+
+static void bench_pread(void)
+{
+	struct sfile ours_vm, ours_vcpu;
+	struct vmm m;
+	int i;
+
+	vmm_create(&m, 1);
+	sfile_init(&ours_vm, ours_stats_fd(0, m.vm, -1), "our VM fd");
+	sfile_init(&ours_vcpu, ours_stats_fd(0, m.vm, 0), "our vCPU fd");
+	if (ours_vm.file_size != m.native[0].file_size ||
+	    ours_vcpu.file_size != m.native[1].file_size)
+		die("file sizes differ from the native fds");
+	printf("# VM stats file %u bytes (data %u at %u), vCPU %u bytes (data %u at %u)\n",
+	       ours_vm.file_size, ours_vm.data_size, ours_vm.data_offset,
+	       ours_vcpu.file_size, ours_vcpu.data_size, ours_vcpu.data_offset);
+
+	p_vcpu = pread_pair(&ours_vcpu, &m.native[1], R_DATA);
+	p_vm = pread_pair(&ours_vm, &m.native[0], R_DATA);
+	p_full = pread_pair(&ours_vcpu, &m.native[1], R_FULL);
+	/* Control: the native fd against itself shows the noise floor. */
+	p_control = pread_pair(&m.native[1], &m.native[1], R_DATA);
+
+	printf("pread_ns_ours_vcpu_data_tcg=%.0f\n", p_vcpu.ours);
+	printf("pread_ns_native_vcpu_data_tcg=%.0f\n", p_vcpu.native);
+	printf("pread_ratio_vs_native=%.3f\n", p_vcpu.ratio);
+	printf("pread_ns_ours_vm_data_tcg=%.0f\n", p_vm.ours);
+	printf("pread_ns_native_vm_data_tcg=%.0f\n", p_vm.native);
+	printf("pread_ratio_vs_native_vm=%.3f\n", p_vm.ratio);
+	printf("pread_ns_ours_vcpu_full_tcg=%.0f\n", p_full.ours);
+	printf("pread_ns_native_vcpu_full_tcg=%.0f\n", p_full.native);
+	printf("pread_ratio_vs_native_full=%.3f\n", p_full.ratio);
+	printf("pread_ratio_native_vs_itself=%.3f\n", p_control.ratio);
+	fflush(stdout);
+
+	close(ours_vm.fd);
+	close(ours_vcpu.fd);
+	for (i = 0; i < 2; i++)
+		close(m.native[i].fd);
+	close(m.vcpu[0]);
+	close(m.vm);
+}
+
+/* ------------------------------------------------------------------ */
+/* child VMMs */
+
+enum { CMD_SWEEP = 1, CMD_EXIT };
+
+struct child_cmd {
+	int op;
+	int n;
+};
+
+struct child_hello {
+	pid_t pid;
+	int vm_fd;
+};
+
+struct child {
+	pid_t pid;
+	int vm_fd;		/* in the child */
+	int to, from;		/* command and reply pipes */
+	int nr_debugfs;
+	char **debugfs;		/* its stat files, as kvm_stat lists them */
+};
+
+static struct child kids[MAX_VMS];
+static int nr_kids;
+
+static void child_main(int in, int out)
+{
+	struct child_hello hello;
+	struct child_cmd cmd;
+	struct vmm m;
+	uint64_t t0, ns;
+	int i;
+
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	vmm_create(&m, NR_VCPUS);
+	hello.pid = getpid();
+	hello.vm_fd = m.vm;
+	xwrite(out, &hello, sizeof(hello));
+	for (;;) {
+		xread(in, &cmd, sizeof(cmd));
+		if (cmd.op != CMD_SWEEP)
+			_exit(0);
+		/*
+		 * The lower bound: the owner reads its own native fds, warm
+		 * (one untimed sweep first: this process was asleep).
+		 */
+		read_data_blocks(m.native, FDS_PER_VM);
+		t0 = now_ns();
+		for (i = 0; i < cmd.n; i++)
+			read_data_blocks(m.native, FDS_PER_VM);
+		ns = now_ns() - t0;
+		xwrite(out, &ns, sizeof(ns));
+	}
+}
+
+static int zygote_to, zygote_from;
+
+static void start_child(struct child *c)
+{
+	struct child_hello hello;
+	int p1[2], p2[2], j;
+
+	if (pipe(p1) || pipe(p2))
+		die("pipe: %s", strerror(errno));
+	fflush(stdout);
+	c->pid = fork();
+	if (c->pid < 0)
+		die("fork: %s", strerror(errno));
+	if (!c->pid) {
+		close(p1[1]);
+		close(p2[0]);
+		/* Only our own pipes: not the other VMMs' nor the zygote's. */
+		for (j = 0; &kids[j] != c; j++) {
+			close(kids[j].to);
+			close(kids[j].from);
+		}
+		close(zygote_to);
+		close(zygote_from);
+		child_main(p1[0], p2[1]);
+	}
+	close(p1[0]);
+	close(p2[1]);
+	c->to = p1[1];
+	c->from = p2[0];
+	xread(c->from, &hello, sizeof(hello));
+	c->vm_fd = hello.vm_fd;
+}
+
+/* Native sweep of the first @k VMs, n times: the children's own time. */
+static uint64_t native_sweep_ns(int k, int n)
+{
+	struct child_cmd cmd = { CMD_SWEEP, n };
+	uint64_t ns, sum = 0;
+	int i;
+
+	for (i = 0; i < k; i++) {
+		xwrite(kids[i].to, &cmd, sizeof(cmd));
+		xread(kids[i].from, &ns, sizeof(ns));
+		sum += ns;
+	}
+	return sum;
+}
+
+/* The regular files of <debugfs>/kvm/<pid>-<fd>/, as kvm_stat finds them. */
+static void list_debugfs(struct child *c)
+{
+	char dir[128], path[PATH_MAX];
+	struct dirent *de;
+	struct stat st;
+	DIR *d;
+
+	snprintf(dir, sizeof(dir), DEBUGFS_KVM "/%d-%d", c->pid, c->vm_fd);
+	d = opendir(dir);
+	c->debugfs = calloc(MAX_DEBUGFS, sizeof(char *));
+	c->nr_debugfs = 0;
+	if (!d)
+		return;
+	while ((de = readdir(d)) && c->nr_debugfs < MAX_DEBUGFS) {
+		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+		if (de->d_name[0] == '.' || stat(path, &st) || !S_ISREG(st.st_mode))
+			continue;
+		c->debugfs[c->nr_debugfs++] = strdup(path);
+	}
+	closedir(d);
+}
+
+/* ------------------------------------------------------------------ */
+/* 2. host sweep */
+
+static struct sfile ours[MAX_FILES];	/* VM then its vCPUs, VM by VM */
+static struct kvmstats_read_op ops[MAX_FILES];
+static uint8_t batch_buf[MAX_FILES][2048];
+
+static void open_ours(void)
+{
+	struct kvmstats_vm_list *list;
+	unsigned int i, j, nr = 0;
+	int k;
+
+	list = calloc(1, sizeof(*list) + 1024 * sizeof(list->vms[0]));
+	list->nr = 1024;
+	if (ioctl(devfd, KVMSTATS_LIST_VMS, list))
+		die("KVMSTATS_LIST_VMS: %s", strerror(errno));
+	/* Found as an agent finds them: by listing; then in child order. */
+	for (k = 0; k < nr_kids; k++) {
+		for (i = 0; i < list->nr; i++)
+			if (list->vms[i].pid == kids[k].pid &&
+			    list->vms[i].fd == kids[k].vm_fd)
+				break;
+		if (i == list->nr || list->vms[i].nr_vcpus != NR_VCPUS)
+			die("LIST_VMS does not show VM %d-%d with %d vCPUs",
+			    kids[k].pid, kids[k].vm_fd, NR_VCPUS);
+		for (j = 0; j < FDS_PER_VM; j++, nr++) {
+			sfile_init(&ours[nr], ours_stats_fd(kids[k].pid,
+							    kids[k].vm_fd,
+							    (int)j - 1),
+				   "our stats fd");
+			if (ours[nr].data_size > sizeof(batch_buf[0]))
+				die("data block of %u bytes", ours[nr].data_size);
+			ops[nr].fd = ours[nr].fd;
+			ops[nr].offset = ours[nr].data_offset;
+			ops[nr].buf = (uintptr_t)batch_buf[nr];
+			ops[nr].len = ours[nr].data_size;
+		}
+	}
+	free(list);
+}
+
+static void sweep_single(int k)
+{
+	read_data_blocks(ours, k * FDS_PER_VM);
+}
+
+static void sweep_batched(int k)
+{
+	struct kvmstats_read_batch b = {
+		.nr = k * FDS_PER_VM,
+		.ops = (uintptr_t)ops,
+	};
+
+	if (ioctl(devfd, KVMSTATS_READ_BATCH, &b))
+		die("KVMSTATS_READ_BATCH: %s", strerror(errno));
+}
+
+static void check_batched(int k)
+{
+	int i;
+
+	sweep_batched(k);
+	for (i = 0; i < k * FDS_PER_VM; i++)
+		if (ops[i].result != (int)ops[i].len)
+			die("READ_BATCH op %d: result %d, wanted %u", i,
+			    ops[i].result, ops[i].len);
+}
+
+/* kvm_stat's way: open, read to EOF, close, for every stat file. */
+static void sweep_debugfs(int k)
+{
+	char buf[256];
+	int i, j, fd;
+
+	for (i = 0; i < k; i++) {
+		for (j = 0; j < kids[i].nr_debugfs; j++) {
+			fd = open(kids[i].debugfs[j], O_RDONLY);
+			if (fd < 0)
+				die("open %s: %s", kids[i].debugfs[j], strerror(errno));
+			while (read(fd, buf, sizeof(buf)) > 0)
+				;
+			close(fd);
+		}
+	}
+}
+
+enum { M_DEBUGFS, M_SINGLE, M_BATCHED, M_NATIVE, NR_METHODS };
+static const char *const method_name[NR_METHODS] = {
+	"debugfs", "single", "batched", "native",
+};
+
+static const int sweep_sizes[] = { 1, 4, 16, 64 };
+#define NR_SIZES ((int)(sizeof(sweep_sizes) / sizeof(sweep_sizes[0])))
+
+struct sweep_result {
+	int k;
+	bool debugfs;
+	double ns[NR_METHODS];		/* median per sweep */
+	double speedup_single, speedup_batched;	/* debugfs / ours */
+	double ratio_single, ratio_batched;	/* ours / native */
+	double sp_lo, sp_hi;
+};
+
+static struct sweep_result sweeps[NR_SIZES];
+static int nr_sweeps;
+
+static double time_method(int m, int k, int n)
+{
+	uint64_t t0;
+	int i;
+
+	if (m == M_NATIVE)
+		return (double)native_sweep_ns(k, n) / n;
+	t0 = now_ns();
+	for (i = 0; i < n; i++) {
+		switch (m) {
+		case M_DEBUGFS:
+			sweep_debugfs(k);
+			break;
+		case M_SINGLE:
+			sweep_single(k);
+			break;
+		case M_BATCHED:
+			sweep_batched(k);
+			break;
+		}
+	}
+	return (double)(now_ns() - t0) / n;
+}
+
+static void bench_sweep_size(struct sweep_result *res, int k)
+{
+	int rounds = quick ? 7 : 31, r, m, i;
+	double t[NR_METHODS][rounds], sps[rounds], spb[rounds];
+	double rs[rounds], rb[rounds];
+	int n[NR_METHODS];
+	double once;
+
+	res->k = k;
+	res->debugfs = true;
+	for (i = 0; i < k; i++)
+		if (!kids[i].nr_debugfs)
+			res->debugfs = false;
+	check_batched(k);
+
+	/*
+	 * About 3 ms per measurement (short windows are seldom hit by the
+	 * host's scheduler; the median drops those that are), at least one
+	 * sweep.
+	 */
+	for (m = 0; m < NR_METHODS; m++) {
+		if (m == M_DEBUGFS && !res->debugfs) {
+			n[m] = 0;
+			continue;
+		}
+		time_method(m, k, 1);
+		once = time_method(m, k, 1);
+		n[m] = 3e6 / once;
+		if (n[m] < 1)
+			n[m] = 1;
+	}
+	for (r = 0; r < rounds; r++) {
+		for (i = 0; i < NR_METHODS; i++) {
+			/* Rotate the order from round to round. */
+			m = (i + r) % NR_METHODS;
+			t[m][r] = n[m] ? time_method(m, k, n[m]) : 0;
+		}
+		sps[r] = t[M_DEBUGFS][r] / t[M_SINGLE][r];
+		spb[r] = t[M_DEBUGFS][r] / t[M_BATCHED][r];
+		rs[r] = t[M_SINGLE][r] / t[M_NATIVE][r];
+		rb[r] = t[M_BATCHED][r] / t[M_NATIVE][r];
+	}
+	for (m = 0; m < NR_METHODS; m++)
+		res->ns[m] = median(t[m], rounds);
+	res->speedup_single = median(sps, rounds);
+	res->speedup_batched = median(spb, rounds);
+	res->ratio_single = median(rs, rounds);
+	res->ratio_batched = median(rb, rounds);
+	range(sps, rounds, &res->sp_lo, &res->sp_hi);
+
+	printf("# sweep %dx%d: %d rounds; sweeps per measurement: debugfs %d, single %d, batched %d, native %d; %d debugfs files per VM\n",
+	       k, NR_VCPUS, rounds, n[M_DEBUGFS], n[M_SINGLE], n[M_BATCHED],
+	       n[M_NATIVE], kids[0].nr_debugfs);
+	for (m = 0; m < NR_METHODS; m++)
+		if (m != M_DEBUGFS || res->debugfs)
+			printf("sweep_us_%s_%dx%d_tcg=%.1f\n", method_name[m],
+			       k, NR_VCPUS, res->ns[m] / 1000);
+	if (res->debugfs) {
+		printf("sweep_speedup_vs_debugfs_%dx%d_single=%.1f\n", k,
+		       NR_VCPUS, res->speedup_single);
+		printf("sweep_speedup_vs_debugfs_%dx%d_batched=%.1f\n", k,
+		       NR_VCPUS, res->speedup_batched);
+	} else {
+		printf("# no debugfs VM directories: no speedup vs debugfs\n");
+	}
+	printf("sweep_ratio_vs_native_%dx%d=%.3f\n", k, NR_VCPUS,
+	       res->ratio_single);
+	printf("sweep_ratio_vs_native_%dx%d_batched=%.3f\n", k, NR_VCPUS,
+	       res->ratio_batched);
+	fflush(stdout);
+}
+
+static void start_vmms(void)
+{
+	uint64_t t0 = now_ns();
+	int i;
+
+	for (i = 0; i < MAX_VMS; i++)
+		start_child(&kids[i]);
+	nr_kids = MAX_VMS;
+	for (i = 0; i < nr_kids; i++)
+		list_debugfs(&kids[i]);
+	printf("# started %d child VMMs with %d vCPUs each in %.1f s\n",
+	       nr_kids, NR_VCPUS, (now_ns() - t0) / 1e9);
+	open_ours();
+}
+
+static void bench_sweep(void)
+{
+	int s;
+
+	for (s = 0; s < NR_SIZES; s++) {
+		if (quick && sweep_sizes[s] != 16 && sweep_sizes[s] != 64)
+			continue;
+		bench_sweep_size(&sweeps[nr_sweeps++], sweep_sizes[s]);
+	}
+}
+
+/* ------------------------------------------------------------------ */
+/* 3. the tool */
+
+struct tool_result {
+	bool have;
+	double us;		/* per refresh, steady state */
+	double lo, hi;
+	char why[200];
+};
+
+static struct tool_result tool_export, tool_top, tool_oneshot;
+
+#define EXPORT_PORT	9477
+
+static pid_t spawn(char *const argv[])
+{
+	pid_t pid;
+	int fd;
+
+	fflush(stdout);
+	pid = fork();
+	if (pid < 0)
+		die("fork: %s", strerror(errno));
+	if (!pid) {
+		fd = open("/dev/null", O_RDWR);
+		dup2(fd, 0);
+		dup2(fd, 1);
+		dup2(fd, 2);
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	return pid;
+}
+
+/* Reaps @pid; returns its user+system CPU time in µs, -1 if it failed. */
+static double reap_cpu_us(pid_t pid, int *status)
+{
+	struct rusage ru;
+
+	if (wait4(pid, status, 0, &ru) != pid)
+		die("wait4: %s", strerror(errno));
+	if (!WIFEXITED(*status) || WEXITSTATUS(*status))
+		return -1;
+	return ru.ru_utime.tv_sec * 1e6 + ru.ru_utime.tv_usec +
+	       ru.ru_stime.tv_sec * 1e6 + ru.ru_stime.tv_usec;
+}
+
+/* The loopback interface is down in a bare initramfs. */
+static void loopback_up(void)
+{
+	struct ifreq ifr = { 0 };
+	int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+
+	if (s < 0)
+		return;
+	strncpy(ifr.ifr_name, "lo", sizeof(ifr.ifr_name) - 1);
+	if (!ioctl(s, SIOCGIFFLAGS, &ifr) && !(ifr.ifr_flags & IFF_UP)) {
+		ifr.ifr_flags |= IFF_UP;
+		ioctl(s, SIOCSIFFLAGS, &ifr);
+	}
+	close(s);
+}
+
+/* One GET /metrics; returns the bytes of the response, -1 on failure. */
+static long scrape_once(void)
+{
+	struct sockaddr_in sa = {
+		.sin_family = AF_INET,
+		.sin_port = htons(EXPORT_PORT),
+		.sin_addr.s_addr = htonl(INADDR_LOOPBACK),
+	};
+	static const char req[] = "GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n";
+	long total = 0;
+	ssize_t r;
+	int s, tries;
+
+	for (tries = 0; tries < 3000; tries++) {
+		s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (s < 0)
+			return -1;
+		if (!connect(s, (struct sockaddr *)&sa, sizeof(sa)))
+			break;
+		close(s);
+		s = -1;
+		usleep(10000);	/* the server is still starting */
+	}
+	if (s < 0)
+		return -1;
+	if (write(s, req, sizeof(req) - 1) != sizeof(req) - 1) {
+		close(s);
+		return -1;
+	}
+	while ((r = read(s, scratch, sizeof(scratch))) > 0)
+		total += r;
+	close(s);
+	return total;
+}
+
+/* `kvmstats export --listen` answering @n scrapes: its CPU time, µs. */
+static double export_run(int n, long *bytes)
+{
+	char port[32], cnt[16];
+	char *argv[] = { (char *)tool_path, "export", "--listen", port,
+			 "--max-requests", cnt, NULL };
+	int i, status;
+	pid_t pid;
+
+	snprintf(port, sizeof(port), "127.0.0.1:%d", EXPORT_PORT);
+	snprintf(cnt, sizeof(cnt), "%d", n);
+	pid = spawn(argv);
+	for (i = 0; i < n; i++) {
+		*bytes = scrape_once();
+		if (*bytes <= 0) {
+			kill(pid, SIGKILL);
+			reap_cpu_us(pid, &status);
+			return -1;
+		}
+	}
+	return reap_cpu_us(pid, &status);
+}
+
+/* `kvmstats top --batch -n @n -d 0.1`: its CPU time, µs. */
+static double top_run(int n)
+{
+	char cnt[16];
+	char *argv[] = { (char *)tool_path, "top", "--batch", "-n", cnt,
+			 "-d", "0.1", NULL };
+	int status;
+
+	snprintf(cnt, sizeof(cnt), "%d", n);
+	return reap_cpu_us(spawn(argv), &status);
+}
+
+static double oneshot_run(void)
+{
+	char *argv[] = { (char *)tool_path, "export", NULL };
+	int status;
+
+	return reap_cpu_us(spawn(argv), &status);
+}
+
+/*
+ * CPU per refresh in steady state: a run doing 1 + @many refreshes minus a
+ * run doing 1 (start-up, listing, opening and parsing every stats file are
+ * paid once and cancel out), divided by @many; median of rounds.
+ */
+static void tool_cost(struct tool_result *res, const char *what,
+		      double (*run)(int n), int many)
+{
+	int rounds = quick ? 3 : 5, r;
+	double d[rounds], one, lots;
+
+	for (r = 0; r < rounds; r++) {
+		one = run(1);
+		lots = run(1 + many);
+		if (one < 0 || lots < 0) {
+			snprintf(res->why, sizeof(res->why),
+				 "`%s` failed in the guest", what);
+			return;
+		}
+		d[r] = (lots - one) / many;
+	}
+	res->have = true;
+	res->us = median(d, rounds);
+	range(d, rounds, &res->lo, &res->hi);
+}
+
+static long export_bytes;
+
+static double export_n(int n)
+{
+	return export_run(n, &export_bytes);
+}
+
+static double oneshot_n(int n)
+{
+	(void)n;
+	return oneshot_run();
+}
+
+static void bench_tool(void)
+{
+	int rounds = quick ? 3 : 5, r;
+	double d[rounds];
+
+	if (access(tool_path, X_OK)) {
+		snprintf(tool_export.why, sizeof(tool_export.why),
+			 "%s is not in the guest (the tool did not build)",
+			 tool_path);
+		strcpy(tool_top.why, tool_export.why);
+		strcpy(tool_oneshot.why, tool_export.why);
+	} else {
+		loopback_up();
+		tool_cost(&tool_export, "kvmstats export --listen", export_n, 5);
+		tool_cost(&tool_top, "kvmstats top --batch", top_run, 20);
+		for (r = 0; r < rounds; r++) {
+			d[r] = oneshot_n(0);
+			if (d[r] < 0)
+				break;
+		}
+		if (r == rounds) {
+			tool_oneshot.have = true;
+			tool_oneshot.us = median(d, rounds);
+			range(d, rounds, &tool_oneshot.lo, &tool_oneshot.hi);
+		} else {
+			strcpy(tool_oneshot.why, "`kvmstats export` failed in the guest");
+		}
+	}
+	if (tool_export.have) {
+		printf("# export: %ld bytes per scrape over HTTP\n", export_bytes);
+		printf("export_cpu_us_per_scrape_64x4=%.0f\n", tool_export.us);
+	} else {
+		printf("# MISSING export_cpu_us_per_scrape_64x4: %s\n",
+		       tool_export.why);
+	}
+	if (tool_top.have)
+		printf("top_cpu_us_per_refresh_64x4=%.0f\n", tool_top.us);
+	else
+		printf("# MISSING top_cpu_us_per_refresh_64x4: %s\n",
+		       tool_top.why);
+	if (tool_oneshot.have)
+		printf("export_oneshot_cpu_us_64x4=%.0f\n", tool_oneshot.us);
+	else
+		printf("# MISSING export_oneshot_cpu_us_64x4: %s\n",
+		       tool_oneshot.why);
+	fflush(stdout);
+}
+
+/* ------------------------------------------------------------------ */
+/* 4. LIST_VMS among idle processes */
+
+/*
+ * The zygote is forked first, while this process is small, and forks the
+ * idle processes on request, so each of them costs little memory.  Its
+ * commands: spawn N idle processes holding F fds; grow (every idle process
+ * opens F more fds); kill them all.  Each is acknowledged once done.
+ */
+enum { Z_SPAWN = 1, Z_GROW, Z_KILL };
+
+struct zcmd {
+	int op;
+	int n;
+	int nfds;
+};
+
+static volatile sig_atomic_t grow_fds;
+
+static void on_grow(int sig)
+{
+	(void)sig;
+	grow_fds = 1;
+}
+
+static void open_null(int n)
+{
+	int j;
+
+	for (j = 0; j < n; j++)
+		if (open("/dev/null", O_RDONLY) < 0)
+			_exit(1);
+}
+
+static void idle_main(int ack, int nfds, int grow)
+{
+	sigset_t none;
+
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	open_null(nfds);
+	xwrite(ack, "r", 1);
+	sigemptyset(&none);
+	for (;;) {
+		sigsuspend(&none);
+		if (grow_fds) {
+			grow_fds = 0;
+			open_null(grow);
+			xwrite(ack, "g", 1);
+		}
+	}
+}
+
+static void zygote_main(int in, int out)
+{
+	static pid_t pids[8192];
+	struct sigaction sa = { .sa_handler = on_grow };
+	sigset_t block;
+	int nr = 0, i, ack[2];
+	struct zcmd cmd;
+	char c;
+
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (pipe(ack))
+		die("pipe: %s", strerror(errno));
+	/* Idle processes take SIGUSR1 only in sigsuspend(): no races. */
+	sigemptyset(&block);
+	sigaddset(&block, SIGUSR1);
+	sigprocmask(SIG_BLOCK, &block, NULL);
+	sigaction(SIGUSR1, &sa, NULL);
+	for (;;) {
+		xread(in, &cmd, sizeof(cmd));
+		switch (cmd.op) {
+		case Z_SPAWN:
+			for (i = 0; i < cmd.n && nr < 8192; i++) {
+				pid_t pid = fork();
+
+				if (pid < 0)
+					die("fork of idle process %d: %s", nr,
+					    strerror(errno));
+				if (!pid) {
+					close(in);
+					close(out);
+					close(ack[0]);
+					idle_main(ack[1], cmd.nfds, IDLE_FDS);
+				}
+				pids[nr++] = pid;
+			}
+			for (i = 0; i < cmd.n; i++)
+				xread(ack[0], &c, 1);
+			break;
+		case Z_GROW:
+			for (i = 0; i < nr; i++)
+				kill(pids[i], SIGUSR1);
+			for (i = 0; i < nr; i++)
+				xread(ack[0], &c, 1);
+			break;
+		case Z_KILL:
+			for (i = 0; i < nr; i++)
+				kill(pids[i], SIGKILL);
+			for (i = 0; i < nr; i++)
+				waitpid(pids[i], NULL, 0);
+			nr = 0;
+			break;
+		}
+		xwrite(out, &cmd, sizeof(cmd));
+	}
+}
+
+static void start_zygote(void)
+{
+	int p1[2], p2[2];
+	pid_t pid;
+
+	if (pipe(p1) || pipe(p2))
+		die("pipe: %s", strerror(errno));
+	fflush(stdout);
+	pid = fork();
+	if (pid < 0)
+		die("fork: %s", strerror(errno));
+	if (!pid) {
+		close(p1[1]);
+		close(p2[0]);
+		zygote_main(p1[0], p2[1]);
+	}
+	close(p1[0]);
+	close(p2[1]);
+	zygote_to = p1[1];
+	zygote_from = p2[0];
+}
+
+static void zygote(int op, int n, int nfds)
+{
+	struct zcmd cmd = { op, n, nfds };
+
+	xwrite(zygote_to, &cmd, sizeof(cmd));
+	xread(zygote_from, &cmd, sizeof(cmd));
+	sleep(1);	/* let the guest settle before measuring */
+}
+
+/* Processes and open fds on the host, from /proc. */
+static void count_host(long *procs, long *fds)
+{
+	char path[300];
+	struct dirent *de, *fe;
+	DIR *d, *fd;
+
+	*procs = *fds = 0;
+	d = opendir("/proc");
+	if (!d)
+		die("opendir /proc: %s", strerror(errno));
+	while ((de = readdir(d))) {
+		if (de->d_name[0] < '0' || de->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/fd", de->d_name);
+		fd = opendir(path);
+		if (!fd)
+			continue;
+		(*procs)++;
+		while ((fe = readdir(fd)))
+			if (fe->d_name[0] != '.')
+				(*fds)++;
+		closedir(fd);
+	}
+	closedir(d);
+}
+
+struct list_result {
+	int idle;
+	long procs, fds;
+	double ms, lo, hi;
+	int vms;
+};
+
+static struct list_result lists[4], fdvar[2];
+static int nr_lists;
+
+static struct kvmstats_vm_list *vm_list;
+
+static double list_once(void)
+{
+	uint64_t t0;
+
+	vm_list->nr = 1024;
+	vm_list->flags = 0;
+	t0 = now_ns();
+	if (ioctl(devfd, KVMSTATS_LIST_VMS, vm_list))
+		die("KVMSTATS_LIST_VMS: %s", strerror(errno));
+	return (now_ns() - t0) / 1e6;
+}
+
+static void measure_list(struct list_result *res, int idle)
+{
+	int rounds = quick ? 9 : 31, r;
+	double t[rounds];
+
+	res->idle = idle;
+	count_host(&res->procs, &res->fds);
+	for (r = 0; r < rounds; r++)
+		t[r] = list_once();
+	res->vms = vm_list->nr;
+	res->ms = median(t, rounds);
+	range(t, rounds, &res->lo, &res->hi);
+	printf("# LIST_VMS: %d idle processes, %ld processes and %ld open fds on the host, %d VMs listed: median %.3f ms of %d (%.3f..%.3f)\n",
+	       idle, res->procs, res->fds, res->vms, res->ms, rounds, res->lo,
+	       res->hi);
+	fflush(stdout);
+}
+
+static int write_str(const char *path, const char *val)
+{
+	int fd = open(path, O_WRONLY | O_TRUNC);
+	ssize_t r;
+
+	if (fd < 0)
+		return -1;
+	r = write(fd, val, strlen(val));
+	close(fd);
+	return r == (ssize_t)strlen(val) ? 0 : -1;
+}
+
+/*
+ * One LIST_VMS under the function_graph tracer, its trace saved to
+ * $KVMSTATS_ARTIFACTS/list-trace.txt (bench/report summarises it).  The
+ * tracer's own cost inflates every call it sees: only proportions count.
+ */
+static void trace_list(void)
+{
+	static const char *const roots[] = {
+		"/sys/kernel/tracing", "/sys/kernel/debug/tracing",
+	};
+	const char *dir = getenv("KVMSTATS_ARTIFACTS");
+	char path[PATH_MAX], dst[PATH_MAX], buf[65536];
+	const char *t = NULL;
+	int i, in, out;
+	ssize_t r;
+
+	if (!dir)
+		return;
+	for (i = 0; i < 2 && !t; i++) {
+		snprintf(path, sizeof(path), "%s/current_tracer", roots[i]);
+		if (!access(path, W_OK))
+			t = roots[i];
+	}
+	if (!t) {
+		printf("# no tracefs: LIST_VMS not traced\n");
+		return;
+	}
+#define TW(file, val) do {						\
+		snprintf(path, sizeof(path), "%s/%s", t, file);		\
+		if (write_str(path, val))				\
+			printf("# tracefs: cannot write %s to %s\n", val, path); \
+	} while (0)
+	TW("tracing_on", "0");
+	TW("current_tracer", "nop");
+	TW("buffer_size_kb", "32768");
+	TW("set_graph_function", "kvmstats_list_vms");
+	TW("options/funcgraph-tail", "1");
+	TW("options/funcgraph-proc", "0");
+	TW("current_tracer", "function_graph");
+	TW("trace", "");
+	TW("tracing_on", "1");
+	list_once();
+	TW("tracing_on", "0");
+	snprintf(path, sizeof(path), "%s/trace", t);
+	snprintf(dst, sizeof(dst), "%s/list-trace.txt", dir);
+	in = open(path, O_RDONLY);
+	out = open(dst, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	while (in >= 0 && out >= 0 && (r = read(in, buf, sizeof(buf))) > 0)
+		if (write(out, buf, r) != r)
+			break;
+	if (in >= 0)
+		close(in);
+	if (out >= 0)
+		close(out);
+	TW("current_tracer", "nop");
+	TW("buffer_size_kb", "1408");
+	TW("set_graph_function", "");
+#undef TW
+	printf("# traced one LIST_VMS with function_graph: list-trace.txt\n");
+}
+
+static void bench_list(void)
+{
+	static const int levels[] = { 100, 1000, 5000 };
+	double sx = 0, sy = 0, sxx = 0, sxy = 0, slope, icpt, n, per_fd,
+	       per_proc;
+	int i, have = 0;
+	uint64_t t0;
+
+	vm_list = calloc(1, sizeof(*vm_list) + 1024 * sizeof(vm_list->vms[0]));
+
+	/*
+	 * Per fd or per process?  1000 idle processes with no fds beyond
+	 * stdin, stdout, stderr and a pipe, then the same processes with
+	 * IDLE_FDS more each: the difference is the cost of the fds alone.
+	 */
+	zygote(Z_SPAWN, 1000, 0);
+	measure_list(&fdvar[0], 1000);
+	zygote(Z_GROW, 0, 0);
+	measure_list(&fdvar[1], 1000);
+	zygote(Z_KILL, 0, 0);
+	per_fd = (fdvar[1].ms - fdvar[0].ms) * 1e6 /
+		 (fdvar[1].fds - fdvar[0].fds);
+	printf("list_ns_per_fd_tcg=%.1f\n", per_fd);
+
+	measure_list(&lists[nr_lists++], 0);
+	per_proc = (fdvar[0].ms - lists[0].ms) * 1e6 /
+		   (fdvar[0].procs - lists[0].procs);
+	printf("list_ns_per_process_4fds_tcg=%.0f\n", per_proc);
+
+	for (i = 0; i < 3; i++) {
+		if (quick && levels[i] > 1000)
+			break;
+		t0 = now_ns();
+		zygote(Z_SPAWN, levels[i] - have, IDLE_FDS);
+		have = levels[i];
+		printf("# %d idle processes with %d fds each ready (%.1f s)\n",
+		       have, IDLE_FDS, (now_ns() - t0) / 1e9);
+		measure_list(&lists[nr_lists++], have);
+		printf("list_ms_64vms_%dprocs=%.3f\n", have, lists[nr_lists - 1].ms);
+		if (have == 100)
+			trace_list();
+	}
+
+	/* Least squares over the ladder: time against open fds. */
+	n = nr_lists;
+	for (i = 0; i < nr_lists; i++) {
+		sx += lists[i].fds;
+		sy += lists[i].ms * 1e6;
+		sxx += (double)lists[i].fds * lists[i].fds;
+		sxy += lists[i].fds * lists[i].ms * 1e6;
+	}
+	slope = (n * sxy - sx * sy) / (n * sxx - sx * sx);
+	icpt = (sy - slope * sx) / n;
+	printf("list_fit_ns_per_open_fd_tcg=%.1f\n", slope);
+	printf("list_fit_intercept_ms_tcg=%.3f\n", icpt / 1e6);
+	for (i = 0; i < nr_lists; i++)
+		printf("# fit at %ld fds: %.3f ms predicted, %.3f ms measured\n",
+		       lists[i].fds, (icpt + slope * lists[i].fds) / 1e6,
+		       lists[i].ms);
+	fflush(stdout);
+}
+
+/* ------------------------------------------------------------------ */
+/* the table */
+
+static void print_table(void)
+{
+	int i;
+
+	printf("\n");
+	printf("kvmstats benchmark (all absolute times are TCG-emulated)\n\n");
+	printf("Per read (median ns per pread, %s)\n", "our fd vs KVM_GET_STATS_FD");
+	printf("  %-22s %10s %10s %8s %17s\n", "read", "ours", "native",
+	       "ratio", "round ratios");
+	printf("  %-22s %10.0f %10.0f %8.3f %8.3f..%-8.3f\n", "vCPU data block",
+	       p_vcpu.ours, p_vcpu.native, p_vcpu.ratio, p_vcpu.lo, p_vcpu.hi);
+	printf("  %-22s %10.0f %10.0f %8.3f %8.3f..%-8.3f\n", "VM data block",
+	       p_vm.ours, p_vm.native, p_vm.ratio, p_vm.lo, p_vm.hi);
+	printf("  %-22s %10.0f %10.0f %8.3f %8.3f..%-8.3f\n", "vCPU full file",
+	       p_full.ours, p_full.native, p_full.ratio, p_full.lo, p_full.hi);
+	printf("  %-22s %10.0f %10.0f %8.3f %8.3f..%-8.3f\n",
+	       "control: native/native", p_control.ours, p_control.native,
+	       p_control.ratio, p_control.lo, p_control.hi);
+
+	printf("\nHost sweep (median us per sweep of every VM and vCPU data block)\n");
+	printf("  %-6s %10s %10s %10s %10s %9s %9s %8s %8s\n", "VMsx4",
+	       "debugfs", "single", "batched", "native", "x single",
+	       "x batched", "single/n", "batch/n");
+	for (i = 0; i < nr_sweeps; i++) {
+		const struct sweep_result *s = &sweeps[i];
+
+		printf("  %-6d %10.1f %10.1f %10.1f %10.1f %9.1f %9.1f %8.2f %8.2f\n",
+		       s->k, s->ns[M_DEBUGFS] / 1000, s->ns[M_SINGLE] / 1000,
+		       s->ns[M_BATCHED] / 1000, s->ns[M_NATIVE] / 1000,
+		       s->speedup_single, s->speedup_batched, s->ratio_single,
+		       s->ratio_batched);
+	}
+
+	printf("\nKVMSTATS_LIST_VMS (64 VMs; idle processes hold %d fds each)\n",
+	       IDLE_FDS);
+	printf("  %-10s %8s %9s %10s %19s %10s\n", "idle procs", "procs",
+	       "open fds", "median ms", "min..max ms", "ns per fd");
+	for (i = 0; i < nr_lists; i++)
+		printf("  %-10d %8ld %9ld %10.3f %9.3f..%-9.3f %10.1f\n",
+		       lists[i].idle, lists[i].procs, lists[i].fds, lists[i].ms,
+		       lists[i].lo, lists[i].hi, lists[i].ms * 1e6 / lists[i].fds);
+	printf("  per fd or per process: 1000 idle processes with 4 fds each %.3f ms (%ld fds), with %d more each %.3f ms (%ld fds)\n",
+	       fdvar[0].ms, fdvar[0].fds, IDLE_FDS, fdvar[1].ms, fdvar[1].fds);
+	printf("\nTool CPU time at 64x4 (user+system; per refresh in steady state)\n");
+	if (tool_export.have)
+		printf("  %-34s %10.0f us (rounds %.0f..%.0f)\n",
+		       "kvmstats export --listen, scrape", tool_export.us,
+		       tool_export.lo, tool_export.hi);
+	else
+		printf("  %-34s missing: %s\n", "kvmstats export --listen",
+		       tool_export.why);
+	if (tool_top.have)
+		printf("  %-34s %10.0f us (rounds %.0f..%.0f)\n",
+		       "kvmstats top --batch, refresh", tool_top.us,
+		       tool_top.lo, tool_top.hi);
+	else
+		printf("  %-34s missing: %s\n", "kvmstats top --batch",
+		       tool_top.why);
+	if (tool_oneshot.have)
+		printf("  %-34s %10.0f us (rounds %.0f..%.0f)\n",
+		       "kvmstats export, whole run", tool_oneshot.us,
+		       tool_oneshot.lo, tool_oneshot.hi);
+	printf("\n");
+	fflush(stdout);
+}
+
+/* Machine-readable copies of the sweep and list tables, for the plot. */
+static void write_data(void)
+{
+	const char *dir = getenv("KVMSTATS_ARTIFACTS");
+	char path[PATH_MAX];
+	FILE *f;
+	int i;
+
+	if (!dir)
+		return;
+	snprintf(path, sizeof(path), "%s/sweep.dat", dir);
+	f = fopen(path, "w");
+	if (f) {
+		fprintf(f, "# vms debugfs_us single_us batched_us native_us\n");
+		for (i = 0; i < nr_sweeps; i++)
+			fprintf(f, "%d %.3f %.3f %.3f %.3f\n", sweeps[i].k,
+				sweeps[i].ns[M_DEBUGFS] / 1000,
+				sweeps[i].ns[M_SINGLE] / 1000,
+				sweeps[i].ns[M_BATCHED] / 1000,
+				sweeps[i].ns[M_NATIVE] / 1000);
+		fclose(f);
+	}
+	snprintf(path, sizeof(path), "%s/list.dat", dir);
+	f = fopen(path, "w");
+	if (f) {
+		fprintf(f, "# idle procs fds ms\n");
+		for (i = 0; i < nr_lists; i++)
+			fprintf(f, "%d %ld %ld %.4f\n", lists[i].idle,
+				lists[i].procs, lists[i].fds, lists[i].ms);
+		fclose(f);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	uint64_t t0 = now_ns();
+	int c;
+
+	while ((c = getopt(argc, argv, "qt:")) != -1) {
+		switch (c) {
+		case 'q':
+			quick = true;
+			break;
+		case 't':
+			tool_path = optarg;
+			break;
+		default:
+			fprintf(stderr, "usage: kvmstats-bench [-q] [-t TOOL]\n");
+			return 2;
+		}
+	}
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	signal(SIGPIPE, SIG_IGN);
+
+	start_zygote();
+	kvmfd = open("/dev/kvm", O_RDWR | O_CLOEXEC);
+	if (kvmfd < 0)
+		die("/dev/kvm: %s", strerror(errno));
+	devfd = open(KVMSTATS_DEVICE, O_RDONLY | O_CLOEXEC);
+	if (devfd < 0)
+		die(KVMSTATS_DEVICE ": %s", strerror(errno));
+
+	{
+		FILE *v = fopen("/proc/sys/kernel/osrelease", "r");
+		char rel[128] = "?";
+
+		if (v && fgets(rel, sizeof(rel), v))
+			rel[strcspn(rel, "\n")] = 0;
+		if (v)
+			fclose(v);
+		printf("bench_kernel=%s\n", rel);
+		printf("bench_cpus=%ld\n", sysconf(_SC_NPROCESSORS_ONLN));
+	}
+
+	bench_pread();
+	start_vmms();
+	bench_sweep();
+	bench_tool();
+	bench_list();
+	print_table();
+	write_data();
+	printf("# total %.0f s\n", (now_ns() - t0) / 1e9);
+	fflush(stdout);
+
+	/* The idle processes and the VMMs die with us (PDEATHSIG). */
+	return 0;
+}
