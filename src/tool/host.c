@@ -151,6 +151,7 @@ static int vm_new(struct host *h, const struct kvmstats_vm_info *info,
 	memcpy(v->prev, v->cur, sz);
 	v->t_open = now_mono();
 	err = vm_grow(h, v);
+	v->nr_vcpus = v->nv;
 	if (err == -ENOMEM) {
 		vm_free(v);
 		return err;
@@ -181,9 +182,11 @@ int host_refresh(struct host *h)
 		}
 		if (v) {
 			v->listed = true;
-			if (list[j].nr_vcpus > v->nr_vcpus) {
+			if (list[j].nr_vcpus > v->nv) {
+				/* Short of what is listed: retried next time. */
 				v->nr_vcpus = list[j].nr_vcpus;
 				vm_grow(h, v);
+				v->nr_vcpus = v->nv;
 			}
 			continue;
 		}

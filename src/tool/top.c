@@ -536,8 +536,11 @@ int cmd_top(int argc, char **argv)
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGHUP, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
-	if (!batch)
+	if (!batch) {
 		tty_setup();
+		build_rows(&t);
+		draw(&t, NULL);
+	}
 
 	while (!stop_sig && (count < 0 || done < count)) {
 		double next = now_mono() + t.interval;
