@@ -76,6 +76,40 @@ static void check_vmm_exit(int dev)
 		close(c.native_vcpu_stats[i]);
 }
 
+/*
+ * Only our stats fds hold an exited VMM's VM.  Other VMs then come and go,
+ * recycling any memory the VM would have lost without its reference: the
+ * files must stay byte-identical to a snapshot taken before the exit.
+ */
+static void check_sole_holder(int dev)
+{
+	static struct stats_blob snap[NR_VCPUS + 1], now;
+	int ours[NR_VCPUS + 1], i, bad = 0;
+	struct child_vmm c;
+
+	child_vmm_start(&c, NR_VCPUS, NULL, 57);
+	for (i = 0; i <= NR_VCPUS; i++) {
+		ours[i] = kvmstats_get_stats_fd(dev, c.info.pid,
+						c.info.vm_fd, i - 1);
+		stats_read_all(ours[i], &snap[i], "snapshot");
+	}
+	child_vmm_close_fds(&c);
+	tap_eq(child_vmm_exit(&c), 0, "child VMM exited; only our stats fds hold its VM");
+
+	for (i = 0; i < 20; i++) {
+		struct vm *vm = vm_create(2, NULL);
+
+		vm_run_all_to_hlt(vm, GUEST_IO_COUNT, 3 + i);
+		vm_free(vm);
+	}
+	for (i = 0; i <= NR_VCPUS; i++) {
+		stats_read_all(ours[i], &now, "after churn");
+		bad += !stats_blob_equal(&snap[i], &now, "after churn");
+		close(ours[i]);
+	}
+	tap_eq(bad, 0, "after 20 other VMs came and went, the dead VMM's VM and vCPU files are unchanged");
+}
+
 struct reader {
 	pthread_t thread;
 	int fds[NR_VCPUS + 1];
@@ -259,6 +293,7 @@ int main(void)
 	dev = kvmstats_open();
 	check_own_vm_closed(dev);
 	check_vmm_exit(dev);
+	check_sole_holder(dev);
 	check_sigkill(dev);
 	check_sigstop(dev);
 	close(dev);
