@@ -1,0 +1,34 @@
+#!/bin/sh
+# SPDX-License-Identifier: GPL-2.0-only
+#
+# make demo, in the guest: start the samples, show what kvmstats sees.
+
+step()
+{
+	echo
+	echo "\$ $*"
+	"$@"
+}
+
+/demo/start-samples
+if ! command -v kvmstats > /dev/null; then
+	echo "kvmstats: the tool is not built yet (make tool-static); sample VMs:"
+	ps | grep -E 'samplevm|qemu' | grep -v grep
+	exit 0
+fi
+
+# Give the nested QEMU a moment to get into SeaBIOS.
+sleep 3
+step kvmstats list
+pid=$(pidof samplevm | tr ' ' '\n' | sort -n | head -n 1)
+step kvmstats show "$pid" --vcpu all -f '^(exits|io_exits|halt_exits|blocking)$'
+step kvmstats show seabios-demo -a -f '^(exits|io_exits|halt_exits|halt_wakeup|pf_taken)$'
+# Each samplevm vCPU runs (io_exits climb), halts once (halt_exits + 1) and
+# sleeps (nothing moves); the nested QEMU's SeaBIOS shows real-guest stats.
+step kvmstats top --batch -d 1 -n 3 --per vcpu -f '^(io_exits|halt_exits)$'
+step kvmstats top --batch -d 2 -n 1 -f '^(exits|halt_exits|halt_wakeup|pf_taken)$'
+if [ -s /tmp/samples/seabios.log ]; then
+	echo
+	echo "# the nested QEMU's SeaBIOS log (first lines):"
+	tr -d '\r' < /tmp/samples/seabios.log | head -n 8
+fi
