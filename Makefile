@@ -110,3 +110,68 @@ $(UNIT_OUT)/libkvmstats-test: $(UNIT_SRCS) $(LIB_OUT)/libkvmstats.a src/tool/ren
 # Packaging: DKMS, Debian packages, make demo (issue 6); see packaging/packaging.mk.
 # ---------------------------------------------------------------------------
 include $(CURDIR)/packaging/packaging.mk
+
+# ---------------------------------------------------------------------------
+# The test platform (issue 3): QEMU guests, lint, CI.  See tests/qemu/README.md.
+#
+#   make deps                       install what check and lint need (as root)
+#   make check  [KERNELS=6.1,6.12]  the suite in QEMU on each kernel, TAP 13,
+#                                   ending in "N passed, N failed, N skipped"
+#   make check-long                 the same with KVMSTATS_LONG=1, longer timeouts
+#   make check-shell [KERNEL=6.12] [CONFIG=default]
+#                                   boot the test guest and get a shell in it
+#   make check-selftest [KERNEL=6.12]
+#                                   prove the harness fails when it must (hangs,
+#                                   WARNs, panics, missing token, not ok)
+#   make lint                       checkpatch, sparse + W=1 builds, clang-format,
+#                                   shellcheck
+# ---------------------------------------------------------------------------
+KERNEL ?= 6.12
+CONFIG ?= default
+
+.PHONY: deps check check-long check-shell check-selftest lint
+
+deps:
+	tests/qemu/deps all
+
+check:
+	tests/qemu/check
+
+check-long:
+	tests/qemu/check --long
+
+check-shell:
+	tests/qemu/deps check
+	rel=$$(tests/kernels $(KERNEL)) && \
+	$(MAKE) --no-print-directory module KVER=$$rel && \
+	tests/qemu/payload $(BUILD)/shell/payload && \
+	tests/qemu/run-guest --kernel $$rel --config $(CONFIG) \
+		--payload $(BUILD)/shell/payload --out $(BUILD)/shell/$$rel-$(CONFIG) --shell
+
+check-selftest:
+	tests/qemu/deps check
+	KERNEL=$(KERNEL) tests/qemu/selftest/run
+
+lint:
+	tests/qemu/lint
+
+# ---------------------------------------------------------------------------
+# Benchmark (issue 5): bench/kvmstats-bench.c in a QEMU guest, then
+# docs/performance.md and docs/performance.svg (gnuplot-nox, installed if
+# missing).  Prints figures; never fails on timing.
+#
+#   make bench [BENCH_KERNEL=6.12|6.1|<release>]
+#   make bench-build                build/bench/kvmstats-bench only
+# ---------------------------------------------------------------------------
+BENCH_KERNEL ?= 6.12
+
+.PHONY: bench bench-build
+
+bench:
+	BENCH_KERNEL_SEL=$(BENCH_KERNEL) bench/run $(BENCH_KERNEL)
+
+bench-build: $(BUILD)/bench/kvmstats-bench
+
+$(BUILD)/bench/kvmstats-bench: bench/kvmstats-bench.c include/uapi/linux/kvmstats.h
+	@mkdir -p $(@D)
+	gcc -static -O2 -Wall -Wextra -D_GNU_SOURCE -o $@ $<
