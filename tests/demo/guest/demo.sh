@@ -17,8 +17,15 @@ if ! command -v kvmstats > /dev/null; then
 	exit 0
 fi
 
-# Give the nested QEMU a moment to get into SeaBIOS.
-sleep 3
+# Let the nested QEMU get into SeaBIOS first (slow under TCG): up to 60 s.
+if pidof qemu-system-x86_64 > /dev/null; then
+	i=0
+	while [ $i -lt 120 ] && ! grep -q 'Running on KVM' /tmp/samples/seabios.log 2> /dev/null; do
+		sleep 0.5
+		i=$((i + 1))
+	done
+fi
+sleep 2
 step kvmstats list
 pid=$(pidof samplevm | tr ' ' '\n' | sort -n | head -n 1)
 step kvmstats show "$pid" --vcpu all -f '^(exits|io_exits|halt_exits|blocking)$'
