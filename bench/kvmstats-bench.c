@@ -20,8 +20,9 @@
  * program could run.  Every absolute time is whatever the machine it ran on
  * gives; under QEMU TCG they are emulated times and only ratios carry over.
  *
- * Usage: kvmstats-bench [-q] [-t TOOL]
+ * Usage: kvmstats-bench [-q] [-l] [-t TOOL]
  *   -q        quick: fewer rounds and sizes (for trying the program out)
+ *   -l        LIST_VMS only (to compare module builds)
  *   -t TOOL   the kvmstats tool (default /usr/bin/kvmstats)
  */
 #include <dirent.h>
@@ -63,6 +64,7 @@
 #define DEBUGFS_KVM	"/sys/kernel/debug/kvm"
 
 static bool quick;
+static bool list_only;
 static const char *tool_path = "/usr/bin/kvmstats";
 static int devfd;			/* /dev/kvmstats */
 static pid_t main_pid;
@@ -1354,10 +1356,11 @@ static void write_data(void)
 	snprintf(path, sizeof(path), "%s/list.dat", dir);
 	f = fopen(path, "w");
 	if (f) {
-		fprintf(f, "# idle procs fds ms\n");
+		fprintf(f, "# idle procs fds median_ms min_ms\n");
 		for (i = 0; i < nr_lists; i++)
-			fprintf(f, "%d %ld %ld %.4f\n", lists[i].idle,
-				lists[i].procs, lists[i].fds, lists[i].ms);
+			fprintf(f, "%d %ld %ld %.4f %.4f\n", lists[i].idle,
+				lists[i].procs, lists[i].fds, lists[i].ms,
+				lists[i].lo);
 		fclose(f);
 	}
 }
@@ -1389,16 +1392,19 @@ int main(int argc, char **argv)
 	uint64_t t0 = now_ns();
 	int c;
 
-	while ((c = getopt(argc, argv, "qt:")) != -1) {
+	while ((c = getopt(argc, argv, "qlt:")) != -1) {
 		switch (c) {
 		case 'q':
 			quick = true;
+			break;
+		case 'l':
+			list_only = true;
 			break;
 		case 't':
 			tool_path = optarg;
 			break;
 		default:
-			fprintf(stderr, "usage: kvmstats-bench [-q] [-t TOOL]\n");
+			fprintf(stderr, "usage: kvmstats-bench [-q] [-l] [-t TOOL]\n");
 			return 2;
 		}
 	}
@@ -1427,10 +1433,13 @@ int main(int argc, char **argv)
 	}
 	print_mitigations();
 
-	bench_pread();
+	if (!list_only)
+		bench_pread();
 	start_vmms();
-	bench_sweep();
-	bench_tool();
+	if (!list_only) {
+		bench_sweep();
+		bench_tool();
+	}
 	bench_list();
 	print_table();
 	write_data();
