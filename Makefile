@@ -125,11 +125,12 @@ include $(CURDIR)/packaging/packaging.mk
 #                                   WARNs, panics, missing token, not ok)
 #   make lint                       checkpatch, sparse + W=1 builds, clang-format,
 #                                   shellcheck
+#   make format                     clang-format -i the userspace C that lint checks
 # ---------------------------------------------------------------------------
 KERNEL ?= 6.12
 CONFIG ?= default
 
-.PHONY: deps check check-long check-shell check-selftest lint
+.PHONY: deps check check-long check-shell check-selftest lint format
 
 deps:
 	tests/qemu/deps all
@@ -154,6 +155,9 @@ check-selftest:
 
 lint:
 	tests/qemu/lint
+
+format:
+	tests/qemu/lint --fix-format
 
 # ---------------------------------------------------------------------------
 # Benchmark (issue 5): bench/kvmstats-bench.c in a QEMU guest, then

@@ -30,7 +30,8 @@ static void check_env(const char *name)
 {
 	const char *value = getenv(name);
 
-	tap_check(value && *value, "the harness sets %s (%s)", name, value ? value : "unset");
+	tap_check(value && *value, "the harness sets %s (%s)", name,
+		  value ? value : "unset");
 }
 
 int main(void)
@@ -48,7 +49,8 @@ int main(void)
 
 	fd = open(KVMSTATS_DEVICE, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
-		tap_fail("open %s O_RDONLY (%s)", KVMSTATS_DEVICE, strerror(errno));
+		tap_fail("open %s O_RDONLY (%s)", KVMSTATS_DEVICE,
+			 strerror(errno));
 		return tap_exit();
 	}
 	tap_pass("open %s O_RDONLY", KVMSTATS_DEVICE);
@@ -57,7 +59,8 @@ int main(void)
 	if (ret < 0)
 		tap_fail("KVMSTATS_GET_API_VERSION (%s)", strerror(errno));
 	else
-		tap_eq(ret, KVMSTATS_API_VERSION, "KVMSTATS_GET_API_VERSION returns %d",
+		tap_eq(ret, KVMSTATS_API_VERSION,
+		       "KVMSTATS_GET_API_VERSION returns %d",
 		       KVMSTATS_API_VERSION);
 
 	close(fd);
