@@ -1,0 +1,272 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * Leak balance.  After every stats fd is closed, the module's live_files is
+ * 0, every VM is freed (the vendor module's refcount is back where it
+ * started), and kvmstats can be unloaded.  Then kvmstats is unloaded and
+ * reloaded from $KVMSTATS_MODDIR/kvmstats.ko (finit_module) 100 times (40 in
+ * make check: under TCG a cycle with a running VM takes about half a second;
+ * KVMSTATS_CYCLES overrides) while a VMM of ours and a child VMM stay
+ * alive, and each time the reloaded module serves both VMs.  The module is
+ * left loaded.
+ *
+ * What pins the vendor module (kvm_amd/kvm_intel), measured and printed:
+ * on 6.1 every VM holds a module reference from KVM_CREATE_VM until it is
+ * destroyed; on 6.12 every open /dev/kvm, VM and vCPU file does, and
+ * kvmstats takes one per stats fd (a bare VM reference would not).
+ */
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include "rel_util.h"
+
+static const char *vendor;
+
+static long vendor_refcnt(void)
+{
+	return rel_refcnt(vendor);
+}
+
+static long refcnt_arg(const char *name)
+{
+	return rel_refcnt(name);
+}
+
+static bool device_present(void)
+{
+	struct stat st;
+
+	return stat(KVMSTATS_DEVICE, &st) == 0;
+}
+
+/* Phase 1: one VM of ours, its stats fds, who pins what. */
+static void pins(long base)
+{
+	long with_vm, with_stats, only_stats, after, ks0, ks;
+	struct vm *vm = vm_create(2, NULL);
+	int dev = kvmstats_open(), s[3], i;
+
+	vm_run_all_to_hlt(vm, GUEST_HLT, 0);
+	with_vm = vendor_refcnt();
+	ks0 = rel_refcnt("kvmstats");
+	for (i = 0; i < 3; i++)
+		s[i] = kvmstats_get_stats_fd(dev, 0, vm->fd, i - 1);
+	with_stats = vendor_refcnt();
+	ks = rel_refcnt("kvmstats");
+	tap_diag("%s refcnt: %ld at start, %ld with a VM (/dev/kvm, VM and 2 vCPU fds "
+		 "open), %ld with 3 stats fds too; kvmstats refcnt %ld -> %ld",
+		 vendor, base, with_vm, with_stats, ks0, ks);
+	tap_check(rel_live_files() == 3, "live_files counts the 3 stats fds (%ld)",
+		  rel_live_files());
+	tap_check(ks >= ks0 + 3, "each stats fd pins kvmstats (%ld -> %ld)", ks0, ks);
+
+	vm_free(vm);
+	only_stats = vendor_refcnt();
+	tap_check(only_stats > base,
+		  "a VM held only by stats fds still pins %s (refcnt %ld, base %ld)",
+		  vendor, only_stats, base);
+	for (i = 0; i < 3; i++)
+		tap_check(pread(s[i], &after, sizeof(after), 0) == sizeof(after),
+			  "stats fd %d readable after the VM's own fds are closed", i);
+	for (i = 0; i < 3; i++)
+		close(s[i]);
+	after = rel_wait_value(refcnt_arg, vendor, base, 3000);
+	tap_check(after == base, "closing the stats fds frees the VM: %s refcnt back "
+		  "to %ld (%ld)", vendor, base, after);
+	tap_check(rel_live_files() == 0, "live_files back to 0 (%ld)", rel_live_files());
+	close(dev);
+}
+
+/* Phase 2: child VMMs that die or exit while we hold their stats. */
+static void children(long base, int n)
+{
+	int dev = kvmstats_open(), i, j, bad = 0;
+	long after;
+
+	for (i = 0; i < n; i++) {
+		struct child_vmm c;
+		int s[3];
+
+		child_vmm_start(&c, 2, NULL, i % 3);
+		if (i % 2)
+			child_vmm_run_io_loop(&c);
+		for (j = 0; j < 3; j++)
+			s[j] = kvmstats_get_stats_fd(dev, c.info.pid, c.info.vm_fd, j - 1);
+		child_vmm_close_fds(&c);
+		switch (i % 3) {
+		case 0:	/* killed, then our fds closed */
+			child_vmm_kill(&c);
+			for (j = 0; j < 3; j++)
+				close(s[j]);
+			break;
+		case 1:	/* our fds closed, then it exits */
+			for (j = 0; j < 3; j++)
+				close(s[j]);
+			child_vmm_exit(&c);
+			break;
+		default: /* exits, we read, then close */
+			child_vmm_exit(&c);
+			for (j = 0; j < 3; j++) {
+				uint64_t v;
+
+				if (pread(s[j], &v, sizeof(v), 0) != sizeof(v))
+					bad++;
+				close(s[j]);
+			}
+			break;
+		}
+	}
+	close(dev);
+	tap_check(bad == 0, "stats fds of exited VMMs readable (%d failures)", bad);
+	after = rel_wait_value(refcnt_arg, vendor, base, 5000);
+	tap_check(after == base, "%d child VMMs killed or exited: every VM freed (%s "
+		  "refcnt %ld, base %ld)", n, vendor, after, base);
+	tap_check(rel_live_files() == 0, "live_files 0 after %d child VMMs (%ld)", n,
+		  rel_live_files());
+}
+
+/* Phase 3: rmmod kvmstats is refused while in use, then works. */
+static void unload_refused(void)
+{
+	struct vm *vm = vm_create(1, NULL);
+	int dev = kvmstats_open(), s, r;
+
+	s = kvmstats_get_stats_fd(dev, 0, vm->fd, 0);
+	close(dev);
+	r = rel_unload_module("kvmstats");
+	tap_check((r == -EAGAIN || r == -EBUSY) && rel_module_loaded("kvmstats"),
+		  "rmmod kvmstats refused while a stats fd is open (%s)",
+		  r ? strerror(-r) : "it succeeded");
+	if (!r)
+		rel_load_module("kvmstats.ko");
+	close(s);
+	dev = kvmstats_open();
+	r = rel_unload_module("kvmstats");
+	tap_check((r == -EAGAIN || r == -EBUSY) && rel_module_loaded("kvmstats"),
+		  "rmmod kvmstats refused while /dev/kvmstats is open (%s)",
+		  r ? strerror(-r) : "it succeeded");
+	if (!r)
+		rel_load_module("kvmstats.ko");
+	close(dev);
+	vm_free(vm);
+	r = rel_unload_module_wait("kvmstats", 3000);
+	tap_check(r == 0 && !rel_module_loaded("kvmstats") && !device_present(),
+		  "rmmod kvmstats succeeds once everything is closed (%s); "
+		  "the device is gone", r ? strerror(-r) : "ok");
+	r = rel_load_module("kvmstats.ko");
+	tap_check(r == 0 && device_present() && rel_live_files() == 0,
+		  "finit_module(kvmstats.ko) loads it back (%s)", r ? strerror(-r) : "ok");
+}
+
+/* Phase 4: load/unload cycles with VMs alive throughout. */
+static void cycles(int n, long base)
+{
+	struct kvm_stats_header native_hdr;
+	struct child_vmm c;
+	struct vm *vm = vm_create(2, NULL);
+	int i, nat, fails = 0, done = 0;
+	uint64_t t0 = now_ns();
+	long after;
+
+	vm_run_all_to_hlt(vm, GUEST_IO_COUNT, 7);
+	child_vmm_start(&c, 2, NULL, 3);
+	child_vmm_run_io_loop(&c);
+	nat = vm_get_stats_fd(vm);
+	if (pread(nat, &native_hdr, sizeof(native_hdr), 0) != sizeof(native_hdr))
+		tap_bail("pread of a native stats fd");
+
+	for (i = 0; i < n; i++) {
+		struct kvm_stats_header h;
+		struct kvmstats_vm *list;
+		int r, dev, s1, s2, nl;
+
+		r = rel_unload_module_wait("kvmstats", 3000);
+		if (r || device_present()) {
+			fails++;
+			tap_diag("cycle %d: rmmod kvmstats: %s", i, r ? strerror(-r) : "device left");
+			if (r)
+				break;
+		}
+		r = rel_load_module("kvmstats.ko");
+		if (r) {
+			fails++;
+			tap_diag("cycle %d: finit_module: %s", i, strerror(-r));
+			break;
+		}
+		dev = __kvmstats_open();
+		if (dev < 0) {
+			fails++;
+			tap_diag("cycle %d: open: %s", i, strerror(-dev));
+			continue;
+		}
+		s1 = __kvmstats_get_stats_fd(dev, 0, vm->fd, -1);
+		s2 = __kvmstats_get_stats_fd(dev, c.info.pid, c.info.vm_fd, 1);
+		nl = __kvmstats_list_vms(dev, &list);
+		if (s1 < 0 || s2 < 0 || nl != 2 ||
+		    pread(s1, &h, sizeof(h), 0) != sizeof(h) ||
+		    memcmp(&h, &native_hdr, sizeof(h)) ||
+		    pread(s2, &h, sizeof(h), 0) != sizeof(h)) {
+			fails++;
+			tap_diag("cycle %d: stats fds %d %d, LIST_VMS %d", i, s1, s2, nl);
+		}
+		if (nl >= 0)
+			free(list);
+		if (s1 >= 0)
+			close(s1);
+		if (s2 >= 0)
+			close(s2);
+		close(dev);
+		done++;
+	}
+	tap_diag("%d load/unload cycles in %.1f s", done, (now_ns() - t0) / 1e9);
+	tap_check(done == n && fails == 0,
+		  "%d rmmod/finit_module cycles of kvmstats with 2 VMs alive (one running), "
+		  "each serving both VMs (%d done, %d failures)", n, done, fails);
+	if (!rel_module_loaded("kvmstats"))
+		rel_load_module("kvmstats.ko");
+	close(nat);
+	child_vmm_exit(&c);
+	child_vmm_close_fds(&c);
+	vm_free(vm);
+	after = rel_wait_value(refcnt_arg, vendor, base, 5000);
+	tap_check(after == base, "after the cycles every VM is freed (%s refcnt %ld, "
+		  "base %ld)", vendor, after, base);
+}
+
+int main(void)
+{
+	int n_cycles = rel_env_num("KVMSTATS_CYCLES", rel_long() ? 100 : 40);
+	int n_children = rel_long() ? 100 : 20;
+	long base, live;
+	int kmsg, r;
+
+	tap_init();
+	vendor = rel_vendor();
+	kmsg = rel_kmsg_open();
+	base = vendor_refcnt();
+	live = rel_live_files();
+	tap_diag("%s refcnt at start: %ld; live_files %ld", vendor, base, live);
+	if (base < 0)
+		tap_bail("%s is not loaded", vendor);
+	tap_check(live == 0, "live_files is 0 at the start (%ld)", live);
+
+	pins(base);
+	children(base, n_children);
+	unload_refused();
+	cycles(n_cycles, base);
+
+	live = rel_live_files();
+	tap_check(live == 0, "live_files is 0 at the end (%ld)", live);
+	r = rel_unload_module_wait("kvmstats", 3000);
+	tap_check(r == 0, "rmmod kvmstats succeeds at the end (%s)", r ? strerror(-r) : "ok");
+	r = rel_restore_modules();
+	tap_check(r == 0 && rel_module_loaded("kvmstats") && device_present(),
+		  "kvmstats left loaded");
+	rel_kmsg_check(kmsg, "leak balance");
+	return tap_exit();
+}
