@@ -1,0 +1,208 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * Load order and unload.
+ *
+ *  1. kvmstats loaded before the vendor module: unload kvmstats and
+ *     kvm_amd (kvm_intel), load kvmstats, then the vendor module, and use
+ *     the device (opened before the vendor module came) on a new VM.
+ *  2. kvmstats unloaded and reloaded while a VMM's vCPUs run: the new
+ *     module serves the running VM and its counters grow.
+ *  3. A stats fd holding a VM whose VMM has exited: rmmod of the vendor
+ *     module (whose code destroys the VM) and of kvmstats are refused;
+ *     both work once the fd is closed.
+ *
+ * The guest contract's modules (irqbypass, kvm, ccp, vendor, kvmstats)
+ * are all loaded again at the end, whatever happened.
+ */
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include "rel_util.h"
+
+static const char *vendor;
+static const char *vendor_ko;
+
+static long refcnt_arg(const char *name)
+{
+	return rel_refcnt(name);
+}
+
+static bool busy(int r)
+{
+	return r == -EAGAIN || r == -EBUSY;
+}
+
+static void order(void)
+{
+	struct child_vmm c;
+	int dev, r, s, n;
+	struct kvmstats_vm *list;
+
+	r = rel_unload_module_wait("kvmstats", 3000);
+	tap_check(r == 0, "rmmod kvmstats (%s)", r ? strerror(-r) : "ok");
+	r = rel_unload_module_wait(vendor, 5000);
+	if (!tap_check(r == 0, "rmmod %s with no VM left (%s)", vendor,
+		       r ? strerror(-r) : "ok"))
+		return;
+
+	r = rel_load_module("kvmstats.ko");
+	tap_check(r == 0, "kvmstats loads without %s (%s)", vendor,
+		  r ? strerror(-r) : "ok");
+	dev = __kvmstats_open();
+	tap_check(dev >= 0, "/dev/kvmstats opens without %s", vendor);
+	if (dev < 0)
+		return;
+	tap_check(__kvmstats_api_version(dev, 0) == KVMSTATS_API_VERSION,
+		  "GET_API_VERSION works without %s", vendor);
+	n = __kvmstats_list_vms(dev, &list);
+	tap_check(n == 0, "LIST_VMS without %s: no VMs (%d)", vendor, n);
+	if (n >= 0)
+		free(list);
+	tap_check(open("/dev/kvm", O_RDWR | O_CLOEXEC) < 0,
+		  "/dev/kvm is absent without %s", vendor);
+
+	r = rel_load_module(vendor_ko);
+	if (!tap_check(r == 0, "%s loads after kvmstats (%s)", vendor,
+		       r ? strerror(-r) : "ok")) {
+		close(dev);
+		return;
+	}
+	child_vmm_start(&c, 2, NULL, 9);
+	s = __kvmstats_get_stats_fd(dev, c.info.pid, c.info.vm_fd, -1);
+	if (tap_check(s >= 0, "the device opened before %s serves a VM created after "
+		      "(%s)", vendor, s < 0 ? strerror(-s) : "ok")) {
+		stats_fds_identical(s, c.native_vm_stats,
+				    "its VM stats equal KVM_GET_STATS_FD's");
+		close(s);
+	}
+	s = __kvmstats_get_stats_fd(dev, c.info.pid, c.info.vm_fd, 1);
+	if (tap_check(s >= 0, "and its vCPU 1")) {
+		stats_fds_identical(s, c.native_vcpu_stats[1],
+				    "its vCPU 1 stats equal KVM_GET_STATS_FD's");
+		close(s);
+	}
+	close(dev);
+	child_vmm_exit(&c);
+	child_vmm_close_fds(&c);
+}
+
+static void reload_while_running(void)
+{
+	uint64_t a, b;
+	struct child_vmm c;
+	int dev, r, s;
+
+	child_vmm_start(&c, 2, NULL, 0);
+	child_vmm_run_io_loop(&c);
+	dev = kvmstats_open();
+	s = kvmstats_get_stats_fd(dev, c.info.pid, c.info.vm_fd, 0);
+	a = stats_read_stat(s, "io_exits");
+	close(s);
+	close(dev);
+
+	r = rel_unload_module_wait("kvmstats", 3000);
+	tap_check(r == 0, "rmmod kvmstats while a VMM's vCPUs run (%s)",
+		  r ? strerror(-r) : "ok");
+	r = rel_load_module("kvmstats.ko");
+	tap_check(r == 0, "and load it again (%s)", r ? strerror(-r) : "ok");
+	dev = kvmstats_open();
+	s = __kvmstats_get_stats_fd(dev, c.info.pid, c.info.vm_fd, 0);
+	if (tap_check(s >= 0, "the reloaded module serves the running VM (%s)",
+		      s < 0 ? strerror(-s) : "ok")) {
+		b = stats_read_stat(s, "io_exits");
+		msleep(200);
+		tap_check(stats_read_stat(s, "io_exits") > b && b > a,
+			  "its io_exits keep growing across the reload (%llu -> %llu)",
+			  (unsigned long long)a, (unsigned long long)b);
+		close(s);
+	}
+	close(dev);
+	child_vmm_exit(&c);
+	child_vmm_close_fds(&c);
+}
+
+static void exited_vmm_pins(void)
+{
+	struct child_vmm c;
+	int dev, r, s[2], i;
+	long ref;
+	uint64_t v;
+
+	child_vmm_start(&c, 2, NULL, 4);
+	dev = kvmstats_open();
+	s[0] = kvmstats_get_stats_fd(dev, c.info.pid, c.info.vm_fd, -1);
+	s[1] = kvmstats_get_stats_fd(dev, c.info.pid, c.info.vm_fd, 1);
+	close(dev);
+	child_vmm_exit(&c);
+	child_vmm_close_fds(&c);	/* only our two stats fds hold the VM now */
+
+	ref = rel_refcnt(vendor);
+	tap_diag("%s refcnt with only 2 stats fds holding a VM: %ld", vendor, ref);
+	r = rel_unload_module(vendor);
+	tap_check(busy(r) && rel_module_loaded(vendor),
+		  "rmmod %s refused while a stats fd holds a VM whose VMM exited (%s)",
+		  vendor, r ? strerror(-r) : "it was unloaded");
+	if (r == 0) {
+		/* Unsafe state: the VM's destructor is gone.  Say so loudly. */
+		tap_diag("%s unloaded under a live VM: closing the fds may crash", vendor);
+	}
+	r = rel_unload_module("kvmstats");
+	tap_check(busy(r) && rel_module_loaded("kvmstats"),
+		  "rmmod kvmstats refused too (%s)", r ? strerror(-r) : "it was unloaded");
+	for (i = 0; i < 2; i++)
+		tap_check(pread(s[i], &v, sizeof(v), 0) == sizeof(v),
+			  "stats fd %d still readable after the refused rmmods", i);
+	for (i = 0; i < 2; i++)
+		close(s[i]);
+	ref = rel_wait_value(refcnt_arg, vendor, 0, 3000);
+	r = rel_unload_module_wait(vendor, 3000);
+	tap_check(r == 0, "rmmod %s works once the stats fds are closed (%s; refcnt %ld)",
+		  vendor, r ? strerror(-r) : "ok", ref);
+	r = rel_load_module(vendor_ko);
+	tap_check(r == 0, "%s loads again (%s)", vendor, r ? strerror(-r) : "ok");
+}
+
+int main(void)
+{
+	long ref;
+	int kmsg, bad;
+	struct vm *vm;
+	int dev, s;
+
+	tap_init();
+	vendor = rel_vendor();
+	vendor_ko = strcmp(vendor, "kvm_intel") ? "kvm-amd.ko" : "kvm-intel.ko";
+	kmsg = rel_kmsg_open();
+	ref = rel_refcnt(vendor);
+	if (ref != 0)
+		tap_bail("%s refcnt is %ld at the start: something still holds a VM", vendor, ref);
+
+	order();
+	rel_restore_modules();
+	reload_while_running();
+	rel_restore_modules();
+	exited_vmm_pins();
+
+	bad = rel_restore_modules();
+	tap_check(bad == 0 && rel_module_loaded("irqbypass") && rel_module_loaded("kvm") &&
+		  rel_module_loaded("ccp") && rel_module_loaded(vendor) &&
+		  rel_module_loaded("kvmstats"),
+		  "irqbypass, kvm, ccp, %s and kvmstats loaded at the end", vendor);
+	vm = vm_create(1, NULL);
+	dev = kvmstats_open();
+	s = __kvmstats_get_stats_fd(dev, 0, vm->fd, 0);
+	tap_check(s >= 0, "and they work together (GET_STATS_FD: %s)",
+		  s < 0 ? strerror(-s) : "ok");
+	if (s >= 0)
+		close(s);
+	close(dev);
+	vm_free(vm);
+	rel_kmsg_check(kmsg, "load order");
+	return tap_exit();
+}
