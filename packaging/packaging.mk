@@ -101,7 +101,7 @@ DEMO_OUT := $(BUILD)/demo
 DEMO_PAYLOAD := $(DEMO_OUT)/payload
 
 demo-payload:
-	@tests/qemu/deps check
+	@KERNELS=$(DEMO_KERNEL) tests/qemu/deps check
 	@rel=$$(tests/kernels $(DEMO_KERNEL)) && \
 		$(MAKE) --no-print-directory module KVER=$$rel
 	@$(MAKE) --no-print-directory tool-static
