@@ -12,7 +12,9 @@
 #include <unistd.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 
 #include "kvm_util.h"
 
@@ -485,4 +487,61 @@ void vcpu_thread_stop(struct vcpu *vcpu)
 		tap_diag("vCPU %d thread ended with error %d (%s), exit reason %u",
 			 vcpu->id, vcpu->thread_err, strerror(-vcpu->thread_err),
 			 vcpu->run->exit_reason);
+}
+
+static pid_t keeper_pid, keeper_owner;
+
+void vm_keeper_stop(void)
+{
+	if (!keeper_pid || getpid() != keeper_owner)
+		return;
+	kill(keeper_pid, SIGKILL);
+	waitpid(keeper_pid, NULL, 0);
+	keeper_pid = 0;
+}
+
+void vm_keeper_start(void)
+{
+	static bool registered;
+	int p[2];
+	pid_t pid;
+	char c = 0;
+
+	if (keeper_pid)
+		return;
+	if (pipe2(p, O_CLOEXEC))
+		tap_bail("pipe2: %s", strerror(errno));
+	fflush(stdout);
+	pid = fork();
+	if (pid < 0)
+		tap_bail("fork: %s", strerror(errno));
+	if (!pid) {
+		struct vm *vm;
+
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (p[1] > 3)
+			syscall(SYS_close_range, 3, p[1] - 1, 0);
+		syscall(SYS_close_range, p[1] + 1, ~0u, 0);
+		c = __vm_create(&vm) ? 'e' : 'k';
+		if (write(p[1], &c, 1) != 1)
+			_exit(1);
+		for (;;)
+			pause();
+	}
+	close(p[1]);
+	if (read(p[0], &c, 1) != 1 || c != 'k')
+		tap_diag("keeper VM could not be created: VM creation will flip KVM's static key");
+	close(p[0]);
+	keeper_pid = pid;
+	keeper_owner = getpid();
+	if (!registered) {
+		atexit(vm_keeper_stop);
+		registered = true;
+	}
+}
+
+void kvm_test_init(void)
+{
+	tap_init();
+	vm_keeper_start();
 }

@@ -98,6 +98,21 @@ void vcpu_thread_stop(struct vcpu *vcpu);
 /* Wait until the thread has entered KVM_RUN at least once. */
 void vcpu_thread_wait_running(struct vcpu *vcpu);
 
+/*
+ * Start of every test that creates VMs: tap_init(), then a keeper.
+ *
+ * KVM flips a static key (preempt notifiers) whenever the host's number of
+ * VMs goes from 0 to 1 and back, which live-patches the scheduler's text;
+ * under QEMU's TCG that patching races with the other vCPU often enough to
+ * crash the guest ("Oops: int3" in __schedule) or hang it.  The keeper, a
+ * child process holding one idle VM for the life of the test, keeps the
+ * count above 0 so the test's own VMs never flip the key.  It has its own
+ * pid, so it never shows up as one of the test's VMs.
+ */
+void kvm_test_init(void);
+void vm_keeper_start(void);
+void vm_keeper_stop(void);	/* before unloading modules */
+
 pid_t sys_gettid(void);
 uint64_t now_ns(void);
 void msleep(unsigned int ms);

@@ -58,7 +58,7 @@ int main(void)
 	char what[128], expect[64];
 	struct vm *vm;
 
-	tap_init();
+	kvm_test_init();
 	dev = kvmstats_open();
 
 	vm = vm_create(2, ids);

@@ -231,7 +231,7 @@ int main(void)
 	int dev, vm_native, vcpu_native, ours_vm, ours_vcpu;
 	struct vm *vm;
 
-	tap_init();
+	kvm_test_init();
 	dev = kvmstats_open();
 	vm = vm_create(2, (const int[]){ 0, 3 });
 	vm_run_all_to_hlt(vm, GUEST_IO_COUNT, 50);

@@ -195,7 +195,7 @@ int main(void)
 {
 	int dev;
 
-	tap_init();
+	kvm_test_init();
 	dev = kvmstats_open();
 	check_exact_counts(dev);
 	check_growing(dev);

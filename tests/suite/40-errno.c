@@ -83,7 +83,7 @@ int main(void)
 	pthread_t thr;
 	long r;
 
-	tap_init();
+	kvm_test_init();
 	dev = kvmstats_open();
 	vm = vm_create(2, (const int[]){ 0, 5 });
 	vm0 = vm_create(0, NULL);

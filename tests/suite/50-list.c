@@ -165,7 +165,7 @@ int main(void)
 	struct vm *a, *b, *c;
 	char ch;
 
-	tap_init();
+	kvm_test_init();
 	dev = kvmstats_open();
 
 	list_now(&l);

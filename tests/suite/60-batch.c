@@ -37,7 +37,7 @@ int main(void)
 	uint8_t *p, small[64];
 	bool ok;
 
-	tap_init();
+	kvm_test_init();
 	dev = kvmstats_open();
 	for (i = 0; i < NR_VMS; i++) {
 		vms[i] = vm_create(NR_VCPUS, NULL);

@@ -100,7 +100,7 @@ int main(void)
 	bool found = false;
 	static struct stats_blob blob;
 
-	tap_init();
+	kvm_test_init();
 	dev = kvmstats_open();
 	vm = vm_create(1, NULL);
 

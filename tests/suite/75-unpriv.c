@@ -75,7 +75,7 @@ int main(void)
 	pid_t pid;
 	char c;
 
-	tap_init();
+	kvm_test_init();
 	if (!tap_check(stat(KVMSTATS_DEVICE, &st) == 0, "%s exists",
 		       KVMSTATS_DEVICE))
 		return tap_exit();

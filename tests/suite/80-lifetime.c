@@ -88,13 +88,19 @@ static void check_sole_holder(int dev)
 	struct child_vmm c;
 
 	child_vmm_start(&c, NR_VCPUS, NULL, 57);
-	for (i = 0; i <= NR_VCPUS; i++) {
+	for (i = 0; i <= NR_VCPUS; i++)
 		ours[i] = kvmstats_get_stats_fd(dev, c.info.pid,
 						c.info.vm_fd, i - 1);
-		stats_read_all(ours[i], &snap[i], "snapshot");
-	}
 	child_vmm_close_fds(&c);
 	tap_eq(child_vmm_exit(&c), 0, "child VMM exited; only our stats fds hold its VM");
+	/*
+	 * Snapshot after the exit: tearing down the VMM's mm zaps the guest
+	 * mappings (pages_4k drops), which is KVM's doing, not a read bug.
+	 */
+	for (i = 0; i <= NR_VCPUS; i++)
+		stats_read_all(ours[i], &snap[i], "snapshot");
+	tap_eq(stats_value(&snap[1], "io_exits", 0), 57,
+	       "the dead VMM's vCPU 0 reads io_exits 57");
 
 	for (i = 0; i < 20; i++) {
 		struct vm *vm = vm_create(2, NULL);
@@ -289,7 +295,7 @@ int main(void)
 {
 	int dev;
 
-	tap_init();
+	kvm_test_init();
 	dev = kvmstats_open();
 	check_own_vm_closed(dev);
 	check_vmm_exit(dev);

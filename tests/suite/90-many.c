@@ -22,7 +22,7 @@ int main(void)
 	uint64_t t0 = now_ns();
 	int dev, i, j, n, mine;
 
-	tap_init();
+	kvm_test_init();
 	dev = kvmstats_open();
 	for (i = 0; i < NR_VMS; i++) {
 		vm[i] = vm_create(1, NULL);

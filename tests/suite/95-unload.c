@@ -72,7 +72,7 @@ int main(void)
 	struct child_vmm c;
 	struct vm *vm;
 
-	tap_init();
+	kvm_test_init();
 	if (!vendor || !moddir) {
 		tap_skip("KVMSTATS_VENDOR/KVMSTATS_MODDIR not set: not in the test guest",
 			 "module unload and reload");
@@ -93,6 +93,7 @@ int main(void)
 	child_vmm_close_fds(&c);	/* the VM fd and native fds it sent */
 	tap_eq(child_vmm_exit(&c), 0, "VMM exited; only our stats fds hold its VM");
 	close(dev);			/* the device fd must not be what pins us */
+	vm_keeper_stop();		/* its VM would pin the vendor module */
 
 	r = unload("kvmstats");
 	tap_check(refused(r), "delete_module(kvmstats) refused while a stats fd is open (got %s)",
