@@ -28,11 +28,13 @@ set ylabel "ms per call (TCG)"
 set xtics auto
 set key top left box opaque
 set yrange [0:*]
+set fit quiet
+set fit logfile "/dev/null"
 f(x) = a + b * x
 a = 1; b = 0.3
 fit f(x) list using ($3/1000):4 via a, b
-plot list using ($3/1000):4 with points pt 7 ps 1.2 title "median of 31 calls", \
-     list using ($3/1000):5 with points pt 6 ps 1.2 title "fastest of 31 calls", \
+plot list using ($3/1000):4 with points pt 7 ps 1.2 title "median of 101 calls", \
+     list using ($3/1000):5 with points pt 6 ps 1.2 title "fastest of 101 calls", \
      list using ($3/1000):4:($2 >= 1000 ? sprintf("%d procs", $2) : "") with labels offset 0,1 notitle, \
      f(x) with lines lw 2 dt 2 title "least-squares line (medians)", \
      5 with lines lw 1 dt 3 lc rgb "red" title "goal at 1000 procs: 5 ms"
