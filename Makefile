@@ -179,3 +179,6 @@ bench-build: $(BUILD)/bench/kvmstats-bench
 $(BUILD)/bench/kvmstats-bench: bench/kvmstats-bench.c include/uapi/linux/kvmstats.h
 	@mkdir -p $(@D)
 	gcc -static -O2 -Wall -Wextra -D_GNU_SOURCE -o $@ $<
+
+# The debug kernel run (issue 7): make check-debug, see tests/debug/debug.mk.
+include $(CURDIR)/tests/debug/debug.mk
