@@ -13,7 +13,7 @@ step()
 /demo/start-samples
 if ! command -v kvmstats > /dev/null; then
 	echo "kvmstats: the tool is not built yet (make tool-static); sample VMs:"
-	ps | grep -E 'samplevm|qemu' | grep -v grep
+	pidof samplevm qemu-system-x86_64
 	exit 0
 fi
 
