@@ -67,7 +67,7 @@ dkms-uninstall:
 
 # ---------------------------------------------------------------------------
 # Debian packages, built out of tree: the working tree's tracked and new
-# (not ignored) files are copied to build/deb/kvmstats-<version>/ and
+# (not ignored) files (outside git: everything but build/) are copied to build/deb/kvmstats-<version>/ and
 # dpkg-buildpackage runs there, so build/deb/ receives the .debs and the
 # git tree stays clean.
 DEB_DIR := $(BUILD)/deb
@@ -83,9 +83,13 @@ deb:
 	fi
 	rm -rf $(DEB_SRC)
 	mkdir -p $(DEB_SRC)
-	git ls-files -z --cached --others --exclude-standard | \
-		xargs -0 sh -c 'for f; do [ -e "$$f" ] && printf "%s\0" "$$f"; done' sh | \
-		tar --null -T - -cf - | tar -xf - -C $(DEB_SRC)
+	if git rev-parse --is-inside-work-tree > /dev/null 2>&1; then \
+		git ls-files -z --cached --others --exclude-standard | \
+			xargs -0 sh -c 'for f; do [ -e "$$f" ] && printf "%s\0" "$$f"; done' sh | \
+			tar --null -T - -cf - | tar -xf - -C $(DEB_SRC); \
+	else \
+		tar --exclude=./build -cf - . | tar -xf - -C $(DEB_SRC); \
+	fi
 	cd $(DEB_SRC) && nice dpkg-buildpackage -us -uc -b
 	@ls -1 $(DEB_DIR)/*.deb
 
