@@ -14,7 +14,7 @@ KDIR ?= /lib/modules/$(KVER)/build
 BUILD := $(CURDIR)/build
 MODDIR := $(BUILD)/module/$(KVER)
 
-MODULE_SOURCES := Kbuild $(wildcard src/*.c src/*.h) include/uapi/linux/kvmstats.h
+MODULE_SOURCES := Kbuild VERSION $(wildcard src/*.c src/*.h) include/uapi/linux/kvmstats.h
 
 .PHONY: all module module-clean clean
 

@@ -105,3 +105,4 @@ module_exit(kvmstats_exit);
 
 MODULE_DESCRIPTION("KVM binary statistics for every VM on the host");
 MODULE_LICENSE("GPL");
+MODULE_VERSION(KVMSTATS_VERSION);

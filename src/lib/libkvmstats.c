@@ -132,12 +132,7 @@ int kvmstats_list_vms(int devfd, struct kvmstats_vm_info **vms)
 		}
 		/* Ask for what was needed plus slack for VMs being born. */
 		nr = list->nr;
-		if (nr >= KVMSTATS_MAX_LIST)
-			room = KVMSTATS_MAX_LIST;
-		else
-			room = nr + nr / 4 + 8;
-		if (room > KVMSTATS_MAX_LIST)
-			room = KVMSTATS_MAX_LIST;
+		room = nr + nr / 4 + 8;
 	}
 	free(list);
 	return -EAGAIN;

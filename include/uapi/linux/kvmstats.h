@@ -42,8 +42,9 @@
  *	@nr is the room in @vms on input and the number of VMs on output.  If
  *	the VMs do not fit, the ioctl fails with E2BIG and sets @nr to the
  *	number needed; the contents of @vms are then unspecified.  The set of
- *	VMs changes at any time, so callers retry with a larger array.
- *	At most KVMSTATS_MAX_LIST entries are returned; a larger @nr is fine.
+ *	VMs changes at any time, so callers retry with a larger array.  The
+ *	entries are written to @vms as processes are visited; the kernel keeps
+ *	no copy, so there is no limit but @nr.
  *
  *	Blind spots, by design: a VM is not listed when its creating process
  *	has exited (even while other processes or stats fds keep it alive),
@@ -52,7 +53,8 @@
  *	VM is still reachable with KVMSTATS_GET_STATS_FD through any (pid, fd)
  *	whose fd is its VM file.
  *
- *	Errors: EINVAL (@flags), EFAULT, E2BIG (see above), ENOMEM.
+ *	Errors: EINVAL (@flags), EFAULT, E2BIG (see above), ENOMEM, EINTR (a
+ *	fatal signal arrived during the walk).
  *
  *
  * KVMSTATS_GET_STATS_FD		_IOW(0xBE, 0x02, struct kvmstats_fd_request)
@@ -73,6 +75,8 @@
  *	  EINVAL  @fd is open but is not a KVM VM file (a vCPU fd, /dev/kvm,
  *	          a stats fd, a pipe...);
  *	  ENOENT  @vcpu >= the VM's number of online vCPUs;
+ *	  ENODEV  the module owning the VM file is being unloaded (cannot
+ *	          happen while the VM file is open; listed for completeness);
  *	  EMFILE, ENFILE, ENOMEM  as for open(2).
  *
  *
@@ -89,10 +93,11 @@
  *	           accepted: read them with pread), @flags is non-zero or
  *	           @offset is above the largest file offset;
  *	  -EFAULT  @buf is not writable for @len bytes.
- *	The ioctl returns 0 once every op has a result.  It fails as a whole
- *	only before any op is attempted (EINVAL: @flags, @reserved, @nr greater
- *	than KVMSTATS_BATCH_MAX; EFAULT: @ops unreadable), or with EFAULT if
- *	an op's @result cannot be written back.
+ *	Ops are run in order.  The ioctl returns 0 once every op has a result.
+ *	It fails with EINVAL before any op is run for non-zero @flags or
+ *	@reserved or @nr greater than KVMSTATS_BATCH_MAX, and with EFAULT when
+ *	an op cannot be read or its @result cannot be written back; the ops
+ *	before that one have then been run and their results written.
  *
  *
  * The stats fd
@@ -141,8 +146,6 @@
 
 #define KVMSTATS_DEVICE		"/dev/kvmstats"
 
-/* Largest number of entries KVMSTATS_LIST_VMS returns. */
-#define KVMSTATS_MAX_LIST	65536
 /* Largest number of ops in one KVMSTATS_READ_BATCH. */
 #define KVMSTATS_BATCH_MAX	4096
 
