@@ -219,6 +219,23 @@ int main(void)
 	tap_check(r == -EFAULT, "batch whose results cannot be written: EFAULT (got %d)", r);
 	munmap(p, 4096);
 
+	/* The second op unreadable: EFAULT, the first one run and written. */
+	p = mmap(NULL, 8192, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	many = (void *)(p + 4096 - sizeof(*many));
+	memset(many, 0, sizeof(*many));
+	many->fd = fds[0];
+	many->buf = (unsigned long)bufs[0];
+	many->len = 24;
+	many->result = 0x7777;
+	mprotect(p + 4096, 4096, PROT_NONE);
+	b.nr = 2;
+	b.ops = (unsigned long)many;
+	r = __test_ioctl(dev, KVMSTATS_READ_BATCH, (unsigned long)&b);
+	tap_check(r == -EFAULT, "batch whose second op is unreadable: EFAULT (got %d)", r);
+	tap_eq(many->result, 24, "and the first op was run and its result written");
+	munmap(p, 8192);
+
 	/* The largest batch. */
 	many = calloc(KVMSTATS_BATCH_MAX, sizeof(*many));
 	for (i = 0; i < KVMSTATS_BATCH_MAX; i++) {
