@@ -119,6 +119,17 @@ int main(void)
 	check_id(dev, child.info.pid, child.info.vm_fd, 2, expect,
 		 "child's vCPU index 2");
 
+	/* The gap kvmstats fills: KVM refuses a VM fd from another mm. */
+	{
+		long r = __test_ioctl(child.vm_fd, KVM_GET_STATS_FD, 0);
+
+		if (r >= 0)
+			close(r);
+		tap_check(r == -EIO,
+			  "native KVM_GET_STATS_FD on the child's VM fd from our process fails with EIO (got %ld)",
+			  r);
+	}
+
 	/* Its VM fd, received over SCM_RIGHTS, addressed in our process. */
 	check_pair(dev, 0, child.vm_fd, -1, child.native_vm_stats,
 		   "child's VM via the VM fd it passed us (pid 0)");
