@@ -33,7 +33,7 @@
 #define READERS		8
 #define MAX_REPORTS	20
 
-enum slot_state { S_EMPTY, S_ALIVE, S_DEAD };
+enum slot_state { S_EMPTY, S_STARTING, S_ALIVE, S_DEAD };
 
 struct slot {
 	pthread_rwlock_t lock;		/* readers vs. closing the fds */
@@ -45,6 +45,7 @@ struct slot {
 	volatile int dead;		/* SIGKILLed (readers count reads after) */
 	uint64_t kill_at, close_at;
 	bool stopped;
+	bool early;			/* to be killed while it creates its VM */
 };
 
 static struct slot slots[SLOTS];
@@ -95,13 +96,16 @@ static void __attribute__((noreturn)) vmm_main(int ready_fd, bool spin)
 		pause();
 }
 
-/* Fork a VMM into @s; early kills happen before it is ready. */
+/*
+ * Fork a VMM into @s.  It creates its VM while the main loop goes on with
+ * the other slots; early kills hit it somewhere in that creation.
+ */
 static void spawn(struct slot *s, bool early_kill)
 {
-	int pfd[2], i, vmfd = -1;
+	int pfd[2], i;
 	pid_t pid;
 
-	if (pipe2(pfd, O_CLOEXEC))
+	if (pipe2(pfd, O_CLOEXEC | O_NONBLOCK))
 		tap_bail("pipe: %s", strerror(errno));
 	fflush(stdout);
 	pid = fork();
@@ -116,39 +120,45 @@ static void spawn(struct slot *s, bool early_kill)
 	s->pid = pid;
 	s->dead = 0;
 	s->stopped = false;
+	s->early = early_kill;
+	s->vm_fd = -1;
+	s->ready_fd = pfd[0];	/* closed after the kill: no SIGPIPE */
 	for (i = 0; i < NR_FDS; i++)
 		s->fds[i] = -1;
-	s->state = S_ALIVE;
-	if (early_kill) {
-		/* Somewhere in VM creation (or before it). */
-		msleep(rng_below(&sched_rng, 20));
-		s->vm_fd = -1;
-		s->kill_at = 0;
-		s->ready_fd = pfd[0];	/* closed after the kill: no SIGPIPE */
-		return;
-	}
-	if (read(pfd[0], &vmfd, sizeof(vmfd)) != sizeof(vmfd)) {
-		close(pfd[0]);
-		tap_bail("VMM %d died before it was ready", pid);
-	}
-	close(pfd[0]);
+	s->kill_at = now_ns() + rng_below(&sched_rng, 20) * 1000000ull;
+	s->state = S_STARTING;
+}
+
+/* A starting VMM: once it is ready, take its stats fds.  True if it is. */
+static bool poll_ready(struct slot *s)
+{
+	int vmfd, i;
+	ssize_t n = read(s->ready_fd, &vmfd, sizeof(vmfd));
+
+	if (n < 0 && errno == EAGAIN)
+		return false;
+	if (n != sizeof(vmfd))
+		tap_bail("VMM %d died before it was ready", s->pid);
+	close(s->ready_fd);
 	s->ready_fd = -1;
 	s->vm_fd = vmfd;
 	if (rng_chance(&sched_rng, 33)) {
-		kill(pid, SIGSTOP);
+		kill(s->pid, SIGSTOP);
 		s->stopped = true;
 	}
 	pthread_rwlock_wrlock(&s->lock);
 	for (i = 0; i < NR_FDS; i++) {
-		int r = __kvmstats_get_stats_fd(dev, pid, vmfd, i - 1);
+		int r = __kvmstats_get_stats_fd(dev, s->pid, vmfd, i - 1);
 
 		if (r < 0)
 			tap_bail("GET_STATS_FD(pid %d, fd %d, vcpu %d) of a live VMM: %s",
-				 pid, vmfd, i - 1, strerror(-r));
+				 s->pid, vmfd, i - 1, strerror(-r));
 		s->fds[i] = r;
 	}
+	s->state = S_ALIVE;
 	pthread_rwlock_unlock(&s->lock);
 	s->kill_at = now_ns() + rng_below(&sched_rng, 40) * 1000000ull;
+	return true;
 }
 
 /* ---- readers ---- */
@@ -164,7 +174,7 @@ static void *reader(void *arg)
 		int i, dead;
 
 		pthread_rwlock_rdlock(&s->lock);
-		if (s->state == S_EMPTY || s->fds[0] < 0) {
+		if ((s->state != S_ALIVE && s->state != S_DEAD) || s->fds[0] < 0) {
 			pthread_rwlock_unlock(&s->lock);
 			sched_yield();
 			continue;
@@ -215,8 +225,9 @@ static void *reader(void *arg)
 			}
 		}
 		pthread_rwlock_unlock(&s->lock);
-		if ((n & 15) == 0)
-			sched_yield();
+		/* Hammer, but leave the 2 guest CPUs some room for the VMMs. */
+		if ((n & 7) == 0)
+			usleep(500);
 	}
 	pthread_mutex_lock(&stat_lock);
 	reads += n;
@@ -251,6 +262,7 @@ static void *lister(void *arg)
 				break;
 			}
 		free(list);
+		usleep(1000);
 	}
 	return NULL;
 }
@@ -288,6 +300,7 @@ static void kill_slot(struct slot *s)
 	/* Frozen: two reads of every file, some time apart, are identical. */
 	if (s->fds[0] >= 0) {
 		int i;
+
 
 		for (i = 0; i < NR_FDS; i++) {
 			ssize_t x = pread(s->fds[i], a, sizeof(a), 0), y;
@@ -382,7 +395,11 @@ int main(void)
 				spawn(s, e);
 				spawned++;
 				early += e;
-				stopped += s->stopped;
+			} else if (s->state == S_STARTING) {
+				if (s->early && now >= s->kill_at)
+					kill_slot(s);
+				else if (poll_ready(s))
+					stopped += s->stopped;
 			} else if (s->state == S_ALIVE && now >= s->kill_at) {
 				kill_slot(s);
 			} else if (s->state == S_DEAD && now >= s->close_at) {
@@ -392,7 +409,7 @@ int main(void)
 		msleep(1);
 	}
 	for (i = 0; i < SLOTS; i++) {
-		if (slots[i].state == S_ALIVE)
+		if (slots[i].state == S_ALIVE || slots[i].state == S_STARTING)
 			kill_slot(&slots[i]);
 		if (slots[i].state == S_DEAD)
 			close_slot(&slots[i]);
