@@ -518,7 +518,7 @@ static void act_list(void)
 	switch (rng_below(&rng, 6)) {
 	case 0: hdr.nr = 0; break;
 	case 1: hdr.nr = (uint32_t)rng_next(&rng); break;
-	case 2: hdr.nr = KVMSTATS_MAX_LIST + (uint32_t)rng_below(&rng, 3) - 1; break;
+	case 2: hdr.nr = 65536 + (uint32_t)rng_below(&rng, 3) - 1; break;
 	default: hdr.nr = (uint32_t)rng_below(&rng, 2 * expect_nr + 2); break;
 	}
 	if (rng_chance(&rng, 12))
