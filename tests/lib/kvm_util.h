@@ -107,7 +107,9 @@ void vcpu_thread_wait_running(struct vcpu *vcpu);
  * crash the guest ("Oops: int3" in __schedule) or hang it.  The keeper, a
  * child process holding one idle VM for the life of the test, keeps the
  * count above 0 so the test's own VMs never flip the key.  It has its own
- * pid, so it never shows up as one of the test's VMs.
+ * pid, so it never shows up as one of the test's VMs.  When the harness's
+ * ksg_pin module is loaded (it holds the key for the whole boot), no
+ * keeper is started.
  */
 void kvm_test_init(void);
 void vm_keeper_start(void);
