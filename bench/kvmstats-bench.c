@@ -218,13 +218,19 @@ static void vmm_create(struct vmm *m, int nr_vcpus)
 	}
 }
 
-/* One pread of every data block: what a sweep reads per VM. */
-static void read_data_blocks(const struct sfile *f, int n)
+#define DATA_BUF 2048		/* room for any data block */
+
+/*
+ * One pread of every data block, each into its own buffer (an agent keeps
+ * the last values of every file to compute rates): a sweep.
+ */
+static void read_data_blocks(const struct sfile *f, int n,
+			     uint8_t (*buf)[DATA_BUF])
 {
 	int i;
 
 	for (i = 0; i < n; i++)
-		if (pread(f[i].fd, scratch, f[i].data_size, f[i].data_offset) !=
+		if (pread(f[i].fd, buf[i], f[i].data_size, f[i].data_offset) !=
 		    (ssize_t)f[i].data_size)
 			die("pread of a data block: %s", strerror(errno));
 }
@@ -369,6 +375,7 @@ static int nr_kids;
 
 static void child_main(int in, int out)
 {
+	static uint8_t buf[FDS_PER_VM][DATA_BUF] __attribute__((aligned(4096)));
 	struct child_hello hello;
 	struct child_cmd cmd;
 	struct vmm m;
@@ -388,13 +395,13 @@ static void child_main(int in, int out)
 		 * The lower bound: the owner reads its own native fds, warm
 		 * (one untimed sweep first: this process was asleep).
 		 */
-		read_data_blocks(m.native, FDS_PER_VM);
+		read_data_blocks(m.native, FDS_PER_VM, buf);
 		{
 			double t[cmd.n];
 
 			for (i = 0; i < cmd.n; i++) {
 				t0 = now_ns();
-				read_data_blocks(m.native, FDS_PER_VM);
+				read_data_blocks(m.native, FDS_PER_VM, buf);
 				t[i] = now_ns() - t0;
 			}
 			ns = median(t, cmd.n);
@@ -482,7 +489,7 @@ static void list_debugfs(struct child *c)
 
 static struct sfile ours[MAX_FILES];	/* VM then its vCPUs, VM by VM */
 static struct kvmstats_read_op ops[MAX_FILES];
-static uint8_t batch_buf[MAX_FILES][2048];
+static uint8_t batch_buf[MAX_FILES][DATA_BUF] __attribute__((aligned(4096)));
 
 static void open_ours(void)
 {
@@ -519,9 +526,10 @@ static void open_ours(void)
 	free(list);
 }
 
+/* The same buffers for single and batched reads. */
 static void sweep_single(int k)
 {
-	read_data_blocks(ours, k * FDS_PER_VM);
+	read_data_blocks(ours, k * FDS_PER_VM, batch_buf);
 }
 
 static void sweep_batched(int k)
