@@ -362,7 +362,7 @@ int main(void)
 	int i, kmsg;
 	long live;
 
-	tap_init();
+	kvm_test_init();	/* keeper VM: see tests/suite/FINDINGS.md */
 	sched_rng.s = seed;
 	tap_diag("seed 0x%016llx, %lu deaths (replay: KVMSTATS_DEATH_SEED=0x%016llx)",
 		 (unsigned long long)seed, target, (unsigned long long)seed);

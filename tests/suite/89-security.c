@@ -459,7 +459,7 @@ int main(void)
 	int kmsg, status, dyndbg, s;
 	int ids[2] = { 0, 5 };
 
-	tap_init();
+	kvm_test_init();	/* keeper VM: see tests/suite/FINDINGS.md */
 	if (regcomp(&kaddr_re, "ffff[89a-f][0-9a-f]{11}", REG_EXTENDED | REG_ICASE))
 		tap_bail("regcomp");
 	kmsg = rel_kmsg_open();
