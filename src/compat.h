@@ -22,6 +22,10 @@
 #if !IS_ENABLED(CONFIG_KVM)
 #error "kvmstats: this kernel is built without KVM"
 #endif
+/* LIST_VMS relies on KVM's MMU notifier to skip non-VMM processes. */
+#if !IS_ENABLED(CONFIG_MMU_NOTIFIER)
+#error "kvmstats: this kernel is built without MMU notifiers"
+#endif
 
 /*
  * The element type of the descriptor tables, shaped the way the kernel's

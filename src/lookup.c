@@ -56,14 +56,29 @@ static struct task_struct *kvmstats_get_process(pid_t nr)
 }
 
 /*
+ * Could this address space have created a VM that is still alive?  KVM
+ * registers an MMU notifier on the creating process's mm in kvm_create_vm()
+ * (VM creation fails if it cannot), and an mm's notifier subscriptions, once
+ * allocated, live until the mm itself is freed.  So an mm without them has
+ * no live VM, and the host-wide scan can skip the file table of every
+ * process that is not a VMM (nearly all of them) without missing any VM.
+ */
+static bool kvmstats_maybe_vmm(const struct mm_struct *mm)
+{
+	return mm && READ_ONCE(mm->notifier_subscriptions);
+}
+
+/*
  * Call iterate_fd(@fn, @ctx) from fd @first on the file table of process
  * @leader, under task_lock() of a thread that still has one (the leader
  * may have exited before its threads).  -ESRCH if no thread has a file
  * table left, i.e. the process has exited.  *@mm is the process's address
- * space as seen under that lock, for identity comparisons only.
+ * space as seen under that lock, for identity comparisons only.  With
+ * @vmm_only, processes that cannot have created a live VM are not walked
+ * (and 0 is returned).
  */
 static int kvmstats_iterate_process(struct task_struct *leader,
-				    unsigned int first,
+				    unsigned int first, bool vmm_only,
 				    int (*fn)(const void *, struct file *,
 					      unsigned int),
 				    const void *ctx, struct mm_struct **mm)
@@ -76,7 +91,10 @@ static int kvmstats_iterate_process(struct task_struct *leader,
 		task_lock(t);
 		if (t->files) {
 			*mm = t->mm;
-			ret = iterate_fd(t->files, first, fn, ctx);
+			if (vmm_only && !kvmstats_maybe_vmm(t->mm))
+				ret = 0;
+			else
+				ret = iterate_fd(t->files, first, fn, ctx);
 			task_unlock(t);
 			break;
 		}
@@ -150,7 +168,7 @@ int kvmstats_get_vm(pid_t pid, int fd, struct kvmstats_vm_ref *ref)
 	 * A negative fd still needs a live process (ESRCH comes first):
 	 * starting the walk at UINT_MAX visits no fd and reports "not open".
 	 */
-	ret = kvmstats_iterate_process(task, fd < 0 ? UINT_MAX : fd,
+	ret = kvmstats_iterate_process(task, fd < 0 ? UINT_MAX : fd, false,
 				       kvmstats_match_fd, &q, &mm);
 	put_task_struct(task);
 
@@ -231,7 +249,7 @@ static int kvmstats_scan_process(struct task_struct *task,
 		s->nr = 0;
 		s->overflow = false;
 		s->mm = NULL;
-		ret = kvmstats_iterate_process(task, 0, kvmstats_scan_fd,
+		ret = kvmstats_iterate_process(task, 0, true, kvmstats_scan_fd,
 					       &ctx, &s->mm);
 		if (ret == -ESRCH)
 			return 0;	/* exited: it has no VMs to list */
