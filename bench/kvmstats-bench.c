@@ -1170,6 +1170,18 @@ static int write_str(const char *path, const char *val)
 	return r == (ssize_t)strlen(val) ? 0 : -1;
 }
 
+static int append_str(const char *path, const char *val)
+{
+	int fd = open(path, O_WRONLY | O_APPEND);
+	ssize_t r;
+
+	if (fd < 0)
+		return -1;
+	r = write(fd, val, strlen(val));
+	close(fd);
+	return r == (ssize_t)strlen(val) ? 0 : -1;
+}
+
 /*
  * One LIST_VMS under the function_graph tracer, its trace saved to
  * $KVMSTATS_ARTIFACTS/list-trace.txt (bench/report summarises it).  The
@@ -1177,6 +1189,14 @@ static int write_str(const char *path, const char *val)
  */
 static void trace_list(void)
 {
+	/* LIST_VMS's own code and everything it calls per process and fd. */
+	static const char *const traced[] = {
+		"kvmstats_*", "iterate_fd", "file_is_kvm", "find_ge_pid",
+		"pid_nr_ns", "pid_task", "__put_task_struct", "__cond_resched",
+		"_raw_spin_lock", "_raw_spin_unlock", "__rcu_read_lock",
+		"__rcu_read_unlock", "kvfree", "__kvmalloc_node",
+		"__kvmalloc_node_noprof", "task_active_pid_ns",
+	};
 	static const char *const roots[] = {
 		"/sys/kernel/tracing", "/sys/kernel/debug/tracing",
 	};
@@ -1213,6 +1233,17 @@ static void trace_list(void)
 	TW("tracing_on", "0");
 	TW("current_tracer", "nop");
 	TW("buffer_size_kb", "32768");
+	/*
+	 * Only the functions of interest are patched: enabling the graph
+	 * tracer on every function patches tens of thousands of call sites,
+	 * which under TCG takes long enough for the soft-lockup watchdog
+	 * (seen on 6.1).
+	 */
+	snprintf(path, sizeof(path), "%s/set_ftrace_filter", t);
+	write_str(path, "");
+	for (i = 0; i < (int)(sizeof(traced) / sizeof(traced[0])); i++)
+		if (append_str(path, traced[i]))
+			printf("# tracefs: %s cannot be traced\n", traced[i]);
 	TW("set_graph_function", "kvmstats_list_vms");
 	TW("options/funcgraph-tail", "1");
 	TW("options/funcgraph-proc", "0");
@@ -1235,6 +1266,7 @@ static void trace_list(void)
 	TW("current_tracer", "nop");
 	TW("buffer_size_kb", "1408");
 	TW("set_graph_function", "");
+	TW("set_ftrace_filter", "");
 #undef TW
 	if (cpu1 && write_str("/sys/devices/system/cpu/cpu1/online", "1"))
 		printf("# cannot bring cpu1 back online\n");
