@@ -33,11 +33,21 @@ static void on_signal(int sig)
 	stop_sig = sig;
 }
 
-/* Sample every VM and vCPU of @h and render them into @out. */
-static int scrape(struct host *h, const regex_t *filter, FILE *out)
+/*
+ * What stays between scrapes: the object array and the rendering cache
+ * (names, labels, HELP/TYPE, le texts and the output buffer), so a scrape
+ * in steady state allocates nothing and formats only the values.
+ */
+static struct obj *objs;
+static size_t objs_room;
+static struct prom_cache *cache;
+static unsigned long cache_gen;
+
+/* Sample every VM and vCPU of @h and render them: *@text, *@len bytes. */
+static int scrape(struct host *h, const regex_t *filter, const char **text,
+		  size_t *len)
 {
-	struct obj *objs = NULL;
-	size_t i, n = 0, room = 0;
+	size_t i, n = 0;
 	unsigned int c;
 	int err;
 
@@ -48,28 +58,44 @@ static int scrape(struct host *h, const regex_t *filter, FILE *out)
 		err = host_sample(h);
 	if (err)
 		return err;
+	if (!cache) {
+		cache = prom_cache_new();
+		if (!cache)
+			return -ENOMEM;
+		cache_gen = h->gen;
+	}
+	if (h->gen != cache_gen) {
+		/* Files were freed and opened: their addresses may be reused. */
+		prom_cache_reset(cache);
+		cache_gen = h->gen;
+	}
 	for (i = 0; i < h->nvms; i++) {
 		const struct vmrec *v = &h->vms[i];
 
-		if (n + 1 + v->nv > room) {
-			struct obj *o;
+		if (n + 1 + v->nv > objs_room) {
+			size_t room = 2 * (n + 1 + v->nv) + 16;
+			struct obj *o = realloc(objs, room * sizeof(*objs));
 
-			room = 2 * (n + 1 + v->nv) + 16;
-			o = realloc(objs, room * sizeof(*objs));
-			if (!o) {
-				free(objs);
+			if (!o)
 				return -ENOMEM;
-			}
 			objs = o;
+			objs_room = room;
 		}
 		objs[n++] = (struct obj){ v->pid, v->fd, -1, v->vm, v->cur };
 		for (c = 0; c < v->nv; c++)
 			objs[n++] = (struct obj){ v->pid, v->fd, (int)c, v->vcpu[c],
 						  v->vcur[c] };
 	}
-	prom_render(out, objs, n, filter);
+	return prom_cache_render(cache, objs, n, filter, text, len);
+}
+
+static void scrape_fini(void)
+{
+	prom_cache_free(cache);
+	cache = NULL;
 	free(objs);
-	return 0;
+	objs = NULL;
+	objs_room = 0;
 }
 
 /* Parse "ADDR:PORT", "[V6]:PORT" or ":PORT" into @ss. */
@@ -171,9 +197,9 @@ static int read_request(int fd, char *buf, size_t len)
 static void serve_one(int cfd, struct host *h, const regex_t *filter)
 {
 	struct timeval tv = { .tv_sec = CLIENT_TIMEOUT_MS / 1000 };
-	char req[REQ_MAX], *body = NULL;
+	char req[REQ_MAX];
+	const char *body;
 	size_t blen = 0;
-	FILE *mem;
 	int err;
 
 	setsockopt(cfd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
@@ -196,13 +222,7 @@ static void serve_one(int cfd, struct host *h, const regex_t *filter)
 			return;
 		}
 	}
-	mem = open_memstream(&body, &blen);
-	if (!mem) {
-		respond(cfd, "500 Internal Server Error", "text/plain", "no memory\n", 10);
-		return;
-	}
-	err = scrape(h, filter, mem);
-	fclose(mem);
+	err = scrape(h, filter, &body, &blen);
 	if (err) {
 		char msg[160];
 		int n = snprintf(msg, sizeof(msg), "kvmstats: %s\n",
@@ -213,7 +233,6 @@ static void serve_one(int cfd, struct host *h, const regex_t *filter)
 		respond(cfd, "200 OK", "text/plain; version=0.0.4; charset=utf-8",
 			body, !strncmp(req, "HEAD ", 5) ? 0 : blen);
 	}
-	free(body);
 }
 
 static void usage_export(FILE *f)
@@ -288,7 +307,13 @@ int cmd_export(int argc, char **argv)
 		return exit_for(err);
 	}
 	if (!listen_at) {
-		err = scrape(&h, filter, stdout);
+		const char *text;
+		size_t len;
+
+		err = scrape(&h, filter, &text, &len);
+		if (!err && fwrite(text, 1, len, stdout) != len)
+			err = -errno;
+		scrape_fini();
 		host_fini(&h);
 		close(devfd);
 		if (err) {
@@ -327,6 +352,7 @@ int cmd_export(int argc, char **argv)
 		served++;
 	}
 	close(lfd);
+	scrape_fini();
 	host_fini(&h);
 	close(devfd);
 	return rc;

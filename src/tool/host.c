@@ -121,6 +121,7 @@ static int vm_grow(struct host *h, struct vmrec *v)
 		kvmstats_file_read(f, v->vcur[i], sz);
 		memcpy(v->vprev[i], v->vcur[i], sz);
 		v->nv++;
+		h->gen++;
 	}
 	return 0;
 }
@@ -197,6 +198,7 @@ int host_refresh(struct host *h)
 		}
 		h->vms = v;
 		err = vm_new(h, &list[j], &h->vms[h->nvms]);
+		h->gen++;
 		if (err)
 			continue; /* gone between the list and the open */
 		h->vms[h->nvms].listed = true;
@@ -205,8 +207,10 @@ int host_refresh(struct host *h)
 	free(list);
 	/* Not listed any more: the process has exited.  Let go of the VM. */
 	for (i = 0; i < h->nvms; i++)
-		if (!h->vms[i].listed)
+		if (!h->vms[i].listed && h->vms[i].alive) {
 			vm_close_fds(&h->vms[i]);
+			h->gen++;
+		}
 	return 0;
 }
 
@@ -262,10 +266,12 @@ void host_drop_exited(struct host *h)
 	size_t i, j = 0;
 
 	for (i = 0; i < h->nvms; i++) {
-		if (h->vms[i].alive)
+		if (h->vms[i].alive) {
 			h->vms[j++] = h->vms[i];
-		else
+		} else {
 			vm_free(&h->vms[i]);
+			h->gen++;
+		}
 	}
 	h->nvms = j;
 }

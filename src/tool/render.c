@@ -16,7 +16,9 @@
  * there is no _sum.
  */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -327,117 +329,343 @@ void json_schemas(FILE *out, const struct kvmstats_file *vm,
 	fputs(vm || vcpu ? "\n]\n" : "]\n", out);
 }
 
-static void prom_label_value(FILE *out, const char *s)
+/*
+ * The exposition is rendered from a plan: the families in output order,
+ * each with its HELP/TYPE lines, names, histogram `le` label texts and the
+ * (object, descriptor) pairs it has lines for, and per object its label
+ * text.  None of that changes for an fd, so a struct prom_cache keeps the
+ * plan between scrapes and only the values are formatted each time, into
+ * a buffer the cache also keeps.  The plan is rebuilt when the objects
+ * change (other files, or prom_cache_reset()).
+ */
+struct buf {
+	char *p;
+	size_t len, cap;
+	bool failed;
+};
+
+static bool buf_room(struct buf *b, size_t more)
 {
-	for (; *s; s++) {
-		if (*s == '\\' || *s == '"')
-			fprintf(out, "\\%c", *s);
-		else if (*s == '\n')
-			fputs("\\n", out);
-		else
-			fputc(*s, out);
+	size_t cap;
+	char *p;
+
+	if (b->len + more <= b->cap)
+		return true;
+	if (b->failed)
+		return false;
+	cap = b->cap ? b->cap : 65536;
+	while (cap < b->len + more)
+		cap *= 2;
+	p = realloc(b->p, cap);
+	if (!p) {
+		b->failed = true;
+		return false;
+	}
+	b->p = p;
+	b->cap = cap;
+	return true;
+}
+
+static void buf_add(struct buf *b, const void *s, size_t n)
+{
+	if (buf_room(b, n)) {
+		memcpy(b->p + b->len, s, n);
+		b->len += n;
 	}
 }
 
-static void prom_labels(FILE *out, const struct obj *o, const char *le)
+static void buf_str(struct buf *b, const char *s)
 {
-	fprintf(out, "{pid=\"%d\",fd=\"%d\",id=\"", o->pid, o->fd);
-	prom_label_value(out, kvmstats_file_id(o->file));
-	fputc('"', out);
-	if (o->vcpu >= 0)
-		fprintf(out, ",vcpu=\"%d\"", o->vcpu);
-	if (le)
-		fprintf(out, ",le=\"%s\"", le);
-	fputc('}', out);
+	buf_add(b, s, strlen(s));
 }
 
-/* The stat called @name in @o, trying index @hint first. */
-static const struct kvmstats_stat *stat_of(const struct obj *o, const char *name,
-					   unsigned int hint)
+static void buf_printf(struct buf *b, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static void buf_printf(struct buf *b, const char *fmt, ...)
 {
-	const struct kvmstats_stat *s = kvmstats_file_stat(o->file, hint);
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(NULL, 0, fmt, ap);
+	va_end(ap);
+	if (n < 0 || !buf_room(b, (size_t)n + 1))
+		return;
+	va_start(ap, fmt);
+	vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap);
+	va_end(ap);
+	b->len += (size_t)n;
+}
+
+/* Decimal digits of @v at the end of @end; returns where they start. */
+static char *u64_digits(uint64_t v, char *end)
+{
+	do {
+		*--end = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	return end;
+}
+
+/* @v in decimal into @out (room for 21); returns the length. */
+static size_t u64_str(uint64_t v, char *out)
+{
+	char tmp[24], *p = u64_digits(v, tmp + sizeof(tmp));
+	size_t n = (size_t)(tmp + sizeof(tmp) - p);
+
+	memcpy(out, p, n);
+	return n;
+}
+
+/*
+ * kvmstats_scale_str() of @raw into @out (room for 64), without printf in
+ * the cases KVM has (exponent 0, negative powers of ten down to 10^-19,
+ * positive powers of two); byte for byte the same text.
+ */
+static size_t scaled_str(const struct kvmstats_stat *s, uint64_t raw, char *out)
+{
+	static const uint64_t p10[20] = {
+		1ull, 10ull, 100ull, 1000ull, 10000ull, 100000ull, 1000000ull,
+		10000000ull, 100000000ull, 1000000000ull, 10000000000ull,
+		100000000000ull, 1000000000000ull, 10000000000000ull,
+		100000000000000ull, 1000000000000000ull, 10000000000000000ull,
+		100000000000000000ull, 1000000000000000000ull,
+		10000000000000000000ull,
+	};
+	int e = s->exponent;
+
+	if (e == 0)
+		return u64_str(raw, out);
+	if (s->base == KVMSTATS_BASE_POW10 && e < 0 && e >= -19) {
+		uint64_t q = raw / p10[-e], r = raw % p10[-e];
+		size_t n = u64_str(q, out);
+		int i;
+
+		if (!r)
+			return n;
+		while (r % 10 == 0) {
+			r /= 10;
+			e++;
+		}
+		out[n++] = '.';
+		for (i = -e - 1; i >= 0; i--) {
+			out[n + (size_t)i] = (char)('0' + r % 10);
+			r /= 10;
+		}
+		return n + (size_t)-e;
+	}
+	if (s->base == KVMSTATS_BASE_POW2 && e > 0 && e < 64 && raw <= (UINT64_MAX >> e))
+		return u64_str(raw << e, out);
+	{
+		int n = kvmstats_scale_str(s, raw, out, 64);
+
+		return n < 0 ? 0 : n > 63 ? 63 : (size_t)n;
+	}
+}
+
+static void prom_label_value(struct buf *b, const char *s)
+{
+	for (; *s; s++) {
+		if (*s == '\\' || *s == '"') {
+			char e[2] = { '\\', *s };
+
+			buf_add(b, e, 2);
+		} else if (*s == '\n') {
+			buf_add(b, "\\n", 2);
+		} else {
+			buf_add(b, s, 1);
+		}
+	}
+}
+
+/* The stat called @name in @file, trying index @hint first; its index or -1. */
+static int stat_index(const struct kvmstats_file *file, const char *name,
+		      unsigned int hint)
+{
+	const struct kvmstats_stat *s = kvmstats_file_stat(file, hint);
 	int i;
 
 	if (s && !strcmp(s->name, name))
-		return s;
-	i = kvmstats_file_find(o->file, name);
-	return i < 0 ? NULL : kvmstats_file_stat(o->file, (unsigned int)i);
+		return (int)hint;
+	i = kvmstats_file_find(file, name);
+	return i < 0 ? -1 : i;
 }
 
-static void prom_family(FILE *out, const struct kvmstats_stat *proto,
+struct member {
+	size_t obj; /* index into the objects */
+	unsigned int stat; /* descriptor index in that object's file */
+};
+
+struct family {
+	char *head; /* "# HELP ...\n# TYPE ...\n" */
+	char *name; /* the family name, or NAME_bucket for histograms */
+	char *count; /* histograms: NAME_count */
+	size_t name_len, count_len;
+	char **le; /* histograms: ",le=\"X\"} " per bucket */
+	size_t *le_len;
+	unsigned int nle;
+	bool hist, boolean;
+	struct member *m;
+	size_t nm;
+};
+
+struct objplan {
+	const struct kvmstats_file *file;
+	int pid, fd, vcpu;
+	char *labels; /* "{pid=\"..\",fd=\"..\",id=\"..\"[,vcpu=\"..\"]" */
+	size_t labels_len;
+};
+
+struct prom_cache {
+	bool valid;
+	const regex_t *filter;
+	struct objplan *o;
+	size_t no;
+	struct family *f;
+	size_t nf;
+	struct buf out;
+};
+
+struct prom_cache *prom_cache_new(void)
+{
+	return calloc(1, sizeof(struct prom_cache));
+}
+
+void prom_cache_reset(struct prom_cache *c)
+{
+	size_t i;
+	unsigned int b;
+
+	for (i = 0; i < c->nf; i++) {
+		struct family *f = &c->f[i];
+
+		free(f->head);
+		free(f->name);
+		free(f->count);
+		for (b = 0; b < f->nle; b++)
+			free(f->le[b]);
+		free(f->le);
+		free(f->le_len);
+		free(f->m);
+	}
+	free(c->f);
+	for (i = 0; i < c->no; i++)
+		free(c->o[i].labels);
+	free(c->o);
+	c->f = NULL;
+	c->o = NULL;
+	c->nf = c->no = 0;
+	c->valid = false;
+}
+
+void prom_cache_free(struct prom_cache *c)
+{
+	if (!c)
+		return;
+	prom_cache_reset(c);
+	free(c->out.p);
+	free(c);
+}
+
+static char *buf_take(struct buf *b, size_t *len)
+{
+	char *p;
+
+	buf_add(b, "", 1);
+	if (b->failed) {
+		free(b->p);
+		return NULL;
+	}
+	p = b->p;
+	if (len)
+		*len = b->len - 1;
+	return p;
+}
+
+/* The family of @proto (desc @hint of objs[k]) over objs[k..n). */
+static bool plan_family(struct family *fam, const struct kvmstats_stat *proto,
 			bool vcpu, unsigned int hint, const struct obj *objs,
-			size_t n)
+			size_t k, size_t n)
 {
 	const char *u = kvmstats_unit_name(proto->unit);
 	const char *ptype;
 	char name[160], unit[32];
-	size_t k;
+	struct buf b = { 0 };
+	size_t j;
 
+	memset(fam, 0, sizeof(*fam));
 	prom_name(proto, vcpu, name, sizeof(name));
 	raw_unit(proto, unit, sizeof(unit));
-	if (kvmstats_is_hist(proto))
+	fam->hist = kvmstats_is_hist(proto);
+	fam->boolean = proto->unit == KVMSTATS_UNIT_BOOLEAN;
+	if (fam->hist)
 		ptype = "histogram";
 	else if (proto->type == KVMSTATS_CUMULATIVE)
 		ptype = "counter";
 	else
 		ptype = "gauge";
-	fprintf(out, "# HELP %s KVM %s statistic %s (%s%s%s%s%s).\n", name,
-		vcpu ? "vCPU" : "VM", proto->name, kvmstats_type_name(proto->type),
-		u ? ", " : "", u ? u : "", *unit && strcmp(unit, "s") ? ", raw unit " : "",
-		*unit && strcmp(unit, "s") ? unit : "");
-	fprintf(out, "# TYPE %s %s\n", name, ptype);
+	buf_printf(&b, "# HELP %s KVM %s statistic %s (%s%s%s%s%s).\n", name,
+		   vcpu ? "vCPU" : "VM", proto->name, kvmstats_type_name(proto->type),
+		   u ? ", " : "", u ? u : "", *unit && strcmp(unit, "s") ? ", raw unit " : "",
+		   *unit && strcmp(unit, "s") ? unit : "");
+	buf_printf(&b, "# TYPE %s %s\n", name, ptype);
+	fam->head = buf_take(&b, NULL);
+	memset(&b, 0, sizeof(b));
+	buf_printf(&b, "%s%s", name, fam->hist ? "_bucket" : "");
+	fam->name = buf_take(&b, &fam->name_len);
+	if (!fam->head || !fam->name)
+		return false;
+	if (fam->hist) {
+		unsigned int i;
 
-	for (k = 0; k < n; k++) {
-		const struct obj *o = &objs[k];
+		memset(&b, 0, sizeof(b));
+		buf_printf(&b, "%s_count", name);
+		fam->count = buf_take(&b, &fam->count_len);
+		fam->le = calloc(proto->size, sizeof(*fam->le));
+		fam->le_len = calloc(proto->size, sizeof(*fam->le_len));
+		if (!fam->count || !fam->le || !fam->le_len)
+			return false;
+		fam->nle = proto->size;
+		for (i = 0; i < proto->size; i++) {
+			char le[64];
+			double lo, hi;
+
+			kvmstats_bucket_bounds(proto, i, &lo, &hi);
+			if (isinf(hi))
+				snprintf(le, sizeof(le), "+Inf");
+			else if (hi - 1 <= 9007199254740992.0)
+				kvmstats_scale_str(proto, (uint64_t)hi - 1, le, sizeof(le));
+			else
+				snprintf(le, sizeof(le), "%.17g", kvmstats_scale(proto, hi - 1));
+			memset(&b, 0, sizeof(b));
+			buf_printf(&b, ",le=\"%s\"} ", le);
+			fam->le[i] = buf_take(&b, &fam->le_len[i]);
+			if (!fam->le[i])
+				return false;
+		}
+	}
+	fam->m = malloc((n - k) * sizeof(*fam->m));
+	if (!fam->m)
+		return false;
+	for (j = k; j < n; j++) {
+		const struct obj *o = &objs[j];
 		const struct kvmstats_stat *s;
-		char num[64];
-		unsigned int b;
+		int idx;
 
 		if ((o->vcpu >= 0) != vcpu)
 			continue;
-		s = stat_of(o, proto->name, hint);
-		if (!s || s->type != proto->type || s->size != proto->size ||
+		idx = stat_index(o->file, proto->name, hint);
+		if (idx < 0)
+			continue;
+		s = kvmstats_file_stat(o->file, (unsigned int)idx);
+		if (s->type != proto->type || s->size != proto->size ||
 		    s->flags != proto->flags || s->exponent != proto->exponent ||
 		    s->bucket_size != proto->bucket_size)
 			continue;
-		if (!kvmstats_is_hist(s)) {
-			uint64_t v = kvmstats_value(s, o->data, 0);
-
-			if (s->unit == KVMSTATS_UNIT_BOOLEAN)
-				snprintf(num, sizeof(num), "%d", v ? 1 : 0);
-			else
-				kvmstats_scale_str(s, v, num, sizeof(num));
-			fputs(name, out);
-			prom_labels(out, o, NULL);
-			fprintf(out, " %s\n", num);
-			continue;
-		}
-		{
-			unsigned long long cum = 0;
-			char le[64];
-
-			for (b = 0; b < s->size; b++) {
-				double lo, hi;
-
-				cum += kvmstats_value(s, o->data, b);
-				kvmstats_bucket_bounds(s, b, &lo, &hi);
-				if (isinf(hi))
-					snprintf(le, sizeof(le), "+Inf");
-				else if (hi - 1 <= 9007199254740992.0)
-					kvmstats_scale_str(s, (uint64_t)hi - 1, le,
-							   sizeof(le));
-				else
-					snprintf(le, sizeof(le), "%.17g",
-						 kvmstats_scale(s, hi - 1));
-				fprintf(out, "%s_bucket", name);
-				prom_labels(out, o, le);
-				fprintf(out, " %llu\n", cum);
-			}
-			fprintf(out, "%s_count", name);
-			prom_labels(out, o, NULL);
-			fprintf(out, " %llu\n", cum);
-		}
+		fam->m[fam->nm++] = (struct member){ j, (unsigned int)idx };
 	}
+	return true;
 }
 
 /* Same descriptor names and flags, in the same order? */
@@ -461,16 +689,50 @@ static bool same_layout(const struct kvmstats_file *a,
 	return true;
 }
 
-void prom_render(FILE *out, const struct obj *objs, size_t n,
-		 const regex_t *filter)
+static bool plan_valid(const struct prom_cache *c, const struct obj *objs,
+		       size_t n, const regex_t *filter)
 {
+	size_t k;
+
+	if (!c->valid || c->no != n || c->filter != filter)
+		return false;
+	for (k = 0; k < n; k++)
+		if (c->o[k].file != objs[k].file || c->o[k].pid != objs[k].pid ||
+		    c->o[k].fd != objs[k].fd || c->o[k].vcpu != objs[k].vcpu)
+			return false;
+	return true;
+}
+
+static bool plan_build(struct prom_cache *c, const struct obj *objs, size_t n,
+		       const regex_t *filter)
+{
+	size_t k, room = 0;
 	int pass;
+
+	prom_cache_reset(c);
+	c->filter = filter;
+	c->o = calloc(n ? n : 1, sizeof(*c->o));
+	if (!c->o)
+		return false;
+	c->no = n;
+	for (k = 0; k < n; k++) {
+		const struct obj *o = &objs[k];
+		struct buf b = { 0 };
+
+		c->o[k] = (struct objplan){ o->file, o->pid, o->fd, o->vcpu, NULL, 0 };
+		buf_printf(&b, "{pid=\"%d\",fd=\"%d\",id=\"", o->pid, o->fd);
+		prom_label_value(&b, kvmstats_file_id(o->file));
+		buf_add(&b, "\"", 1);
+		if (o->vcpu >= 0)
+			buf_printf(&b, ",vcpu=\"%d\"", o->vcpu);
+		c->o[k].labels = buf_take(&b, &c->o[k].labels_len);
+		if (!c->o[k].labels)
+			return false;
+	}
 
 	/* VM families first, then vCPU families; each family once. */
 	for (pass = 0; pass < 2; pass++) {
 		bool vcpu = pass == 1;
-		size_t k;
-
 		const struct obj *first = NULL;
 
 		for (k = 0; k < n; k++) {
@@ -496,13 +758,121 @@ void prom_render(FILE *out, const struct obj *objs, size_t n,
 				/* Emitted already by an earlier object? */
 				for (j = 0; j < k && !seen; j++)
 					seen = (objs[j].vcpu >= 0) == vcpu &&
-					       stat_of(&objs[j], s->name, i);
+					       stat_index(objs[j].file, s->name, i) >= 0;
 				if (seen)
 					continue;
-				prom_family(out, s, vcpu, i, objs + k, n - k);
+				if (c->nf == room) {
+					size_t r = room ? 2 * room : 64;
+					struct family *f = realloc(c->f, r * sizeof(*f));
+
+					if (!f)
+						return false;
+					c->f = f;
+					room = r;
+				}
+				c->nf++;
+				if (!plan_family(&c->f[c->nf - 1], s, vcpu, i, objs, k, n))
+					return false;
 			}
 		}
 	}
+	c->valid = true;
+	return true;
+}
+
+static void emit(struct prom_cache *c, const struct obj *objs)
+{
+	struct buf *b = &c->out;
+	size_t i, j;
+
+	for (i = 0; i < c->nf; i++) {
+		const struct family *f = &c->f[i];
+
+		buf_str(b, f->head);
+		for (j = 0; j < f->nm; j++) {
+			const struct obj *o = &objs[f->m[j].obj];
+			const struct objplan *op = &c->o[f->m[j].obj];
+			const struct kvmstats_stat *s = kvmstats_file_stat(o->file, f->m[j].stat);
+			uint64_t cum = 0;
+			unsigned int k;
+			char *p;
+
+			if (!f->hist) {
+				uint64_t v = kvmstats_value(s, o->data, 0);
+
+				/* name labels "} " value "\n" */
+				if (!buf_room(b, f->name_len + op->labels_len + 2 + 64 + 1))
+					return;
+				p = b->p + b->len;
+				memcpy(p, f->name, f->name_len);
+				p += f->name_len;
+				memcpy(p, op->labels, op->labels_len);
+				p += op->labels_len;
+				*p++ = '}';
+				*p++ = ' ';
+				if (f->boolean)
+					*p++ = v ? '1' : '0';
+				else
+					p += scaled_str(s, v, p);
+				*p++ = '\n';
+				b->len = (size_t)(p - b->p);
+				continue;
+			}
+			for (k = 0; k <= f->nle; k++) {
+				const char *name = k < f->nle ? f->name : f->count;
+				size_t nl = k < f->nle ? f->name_len : f->count_len;
+
+				if (k < f->nle)
+					cum += kvmstats_value(s, o->data, k);
+				if (!buf_room(b, nl + op->labels_len + 80 + 22))
+					return;
+				p = b->p + b->len;
+				memcpy(p, name, nl);
+				p += nl;
+				memcpy(p, op->labels, op->labels_len);
+				p += op->labels_len;
+				if (k < f->nle) {
+					memcpy(p, f->le[k], f->le_len[k]);
+					p += f->le_len[k];
+				} else {
+					*p++ = '}';
+					*p++ = ' ';
+				}
+				p += u64_str(cum, p);
+				*p++ = '\n';
+				b->len = (size_t)(p - b->p);
+			}
+		}
+	}
+}
+
+int prom_cache_render(struct prom_cache *c, const struct obj *objs, size_t n,
+		      const regex_t *filter, const char **text, size_t *len)
+{
+	c->out.len = 0;
+	c->out.failed = false;
+	if (!plan_valid(c, objs, n, filter) && !plan_build(c, objs, n, filter)) {
+		prom_cache_reset(c);
+		return -ENOMEM;
+	}
+	emit(c, objs);
+	if (c->out.failed)
+		return -ENOMEM;
+	*text = c->out.p ? c->out.p : "";
+	*len = c->out.len;
+	return 0;
+}
+
+void prom_render(FILE *out, const struct obj *objs, size_t n,
+		 const regex_t *filter)
+{
+	struct prom_cache *c = prom_cache_new();
+	const char *text;
+	size_t len;
+
+	if (c && !prom_cache_render(c, objs, n, filter, &text, &len))
+		fwrite(text, 1, len, out);
+	prom_cache_free(c);
 }
 
 /*

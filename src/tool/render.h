@@ -50,6 +50,22 @@ void prom_render(FILE *out, const struct obj *objs, size_t n,
 		 const regex_t *filter);
 
 /*
+ * The same exposition, rendered from a cache that keeps, between calls,
+ * what never changes for an fd: family names, HELP and TYPE lines,
+ * histogram le labels, each object's label text, and the output buffer.
+ * The cache notices other objects (files, pid, fd, vcpu) or another
+ * filter; call prom_cache_reset() when files may have been freed and
+ * others allocated (a file's address can be reused).  On success *@text
+ * (valid until the next call) holds *@len bytes; else -ENOMEM.
+ */
+struct prom_cache;
+struct prom_cache *prom_cache_new(void);
+void prom_cache_reset(struct prom_cache *c);
+void prom_cache_free(struct prom_cache *c);
+int prom_cache_render(struct prom_cache *c, const struct obj *objs, size_t n,
+		      const regex_t *filter, const char **text, size_t *len);
+
+/*
  * QEMU's guest name from a NUL-separated command line: "-name foo",
  * "-name foo,debug-threads=on" or "-name guest=foo,...".  1 if found.
  */

@@ -50,6 +50,7 @@ struct host {
 	struct kvmstats_sample *samples;
 	size_t nsamples;
 	double t_cur, t_prev; /* CLOCK_MONOTONIC seconds of the samples */
+	unsigned long gen; /* bumped whenever a file is opened, closed or freed */
 };
 
 /* Helpers in main.c. */

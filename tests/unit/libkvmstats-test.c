@@ -275,6 +275,169 @@ static bool json_valid(const char *s)
 	return e && *js_ws(e) == '\0';
 }
 
+
+/* ------------------------------------------------- synthetic host sets */
+
+static uint64_t synth_rand(uint64_t *x)
+{
+	uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+/* Values of every magnitude: zeros, small counts, ns near and past 1 s. */
+static void synth_fill(const struct dsc *d, unsigned int n, uint64_t *data,
+		       uint64_t seed)
+{
+	unsigned int i, b;
+
+	for (i = 0; i < n; i++) {
+		for (b = 0; b < d[i].size; b++) {
+			uint64_t r = synth_rand(&seed), v;
+
+			switch (r % 8) {
+			case 0:
+			case 1:
+				v = 0;
+				break;
+			case 2:
+				v = r >> 60;
+				break;
+			case 3:
+				v = (r >> 20) % 1000000000ull;
+				break;
+			case 4:
+				v = r >> 1;
+				break;
+			case 5:
+				v = UINT64_MAX - (r >> 62);
+				break;
+			default:
+				v = (r >> 8) % 100000;
+				break;
+			}
+			if ((d[i].flags & 0xf0) == 0x40)
+				v &= 1;
+			if (d[i].size > 1)
+				v %= 1000;
+			data[d[i].offset / 8 + b] = v;
+		}
+	}
+}
+
+struct synth {
+	size_t n;
+	struct obj *objs;
+	unsigned char **bufs;
+};
+
+/*
+ * @vms VMs of @vcpus vCPUs each in the 6.12 layouts, every object its own
+ * memfd-backed file, deterministic values.  With @odd, also a VM whose id
+ * needs escaping and whose vCPU has an extra linear histogram and lacks a
+ * stat (other layouts, family order).
+ */
+static void synth_make(struct synth *sy, unsigned int vms, unsigned int vcpus,
+		       bool odd)
+{
+	size_t room = (size_t)vms * (1 + vcpus) + (odd ? 2 : 0), k = 0;
+	unsigned int v, c;
+
+	make_vcpu_descs();
+	sy->objs = calloc(room, sizeof(*sy->objs));
+	sy->bufs = calloc(room, sizeof(*sy->bufs));
+	for (v = 0; v < vms + (odd ? 1 : 0); v++) {
+		bool special = v == vms;
+		int pid = 1000 + 37 * (int)v, vfd = 10 + (int)(v % 7);
+
+		for (c = 0; c <= (special ? 1 : vcpus); c++) {
+			struct dsc dd[46];
+			uint64_t data[160] = { 0 };
+			const struct dsc *d = c ? vcpu_descs : vm_descs;
+			unsigned int nd = c ? 45 : 15;
+			size_t dsize = c ? 1104 : 120;
+			struct kvmstats_file *f;
+			struct image im;
+			char id[64];
+			int fd;
+
+			if (special && c) {
+				memcpy(dd, vcpu_descs, sizeof(vcpu_descs));
+				dd[3] = (struct dsc){ "lin_hist_bytes", 0x113, 10, 4, 1104, 16 };
+				d = dd;
+				nd = 45;
+				dsize = 1136;
+			}
+			if (special)
+				snprintf(id, sizeof(id), c ? "kvm-\"q\\%d\"/vcpu-0" : "kvm-\"q\\%d\"",
+					 pid);
+			else if (c)
+				snprintf(id, sizeof(id), "kvm-%d/vcpu-%u", pid + 1, c - 1);
+			else
+				snprintf(id, sizeof(id), "kvm-%d", pid + 1);
+			synth_fill(d, nd, data, k * 7919 + 1);
+			im = build(id, d, nd, dsize, data);
+			fd = image_fd(&im, NULL, "synth");
+			free(im.buf);
+			if (kvmstats_file_adopt(fd, 0, &f)) {
+				fprintf(stderr, "synth: adopt failed\n");
+				exit(1);
+			}
+			sy->bufs[k] = malloc(kvmstats_file_data_size(f));
+			kvmstats_file_read(f, sy->bufs[k], kvmstats_file_data_size(f));
+			sy->objs[k] = (struct obj){ pid, vfd, c ? (int)c - 1 : -1, f, sy->bufs[k] };
+			k++;
+		}
+	}
+	sy->n = k;
+}
+
+static void synth_free(struct synth *sy)
+{
+	size_t k;
+
+	for (k = 0; k < sy->n; k++) {
+		kvmstats_file_free((struct kvmstats_file *)sy->objs[k].file);
+		free(sy->bufs[k]);
+	}
+	free(sy->objs);
+	free(sy->bufs);
+}
+
+/*
+ * --render-bench VMS VCPUS SCRAPES OUT: render the exposition of a
+ * synthetic host SCRAPES times (the last into OUT) with one cache, the way
+ * `export --listen` does, for profiling (valgrind --tool=callgrind).
+ */
+static int render_bench(int argc, char **argv)
+{
+	struct synth sy;
+	long scrapes = atol(argv[4]), i;
+	FILE *out = fopen(argv[5], "w");
+
+	(void)argc;
+	if (!out)
+		return 1;
+	synth_make(&sy, (unsigned int)atoi(argv[2]), (unsigned int)atoi(argv[3]), false);
+	struct prom_cache *c = prom_cache_new();
+
+	for (i = 0; i < scrapes; i++) {
+		const char *text;
+		size_t len;
+
+		if (prom_cache_render(c, sy.objs, sy.n, NULL, &text, &len))
+			return 1;
+		if (i == scrapes - 1)
+			fwrite(text, 1, len, out);
+	}
+	prom_cache_free(c);
+	fclose(out);
+	synth_free(&sy);
+	return 0;
+}
+
 /* --------------------------------------------------------------- tests */
 
 static void test_layouts(const char *dir)
@@ -830,10 +993,57 @@ static int check_histograms(const char *prom, const char *stats)
 	return failures ? 1 : 0;
 }
 
+
+/*
+ * The exposition of a small synthetic host (two 6.12 VMs with two vCPUs,
+ * and a VM with an escaped id and another vCPU layout) pinned byte for
+ * byte: tests/unit/exposition-6.12.prom, found from this binary's place
+ * (build/unit/ -> tests/unit/).  The output goes to DIR for a diff.
+ */
+static void test_golden(const char *dir)
+{
+	char exe[512], path[600], *want = NULL, *got;
+	struct synth sy;
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	FILE *f;
+
+	if (n > 0) {
+		char *p;
+
+		exe[n] = '\0';
+		p = strstr(exe, "/build/unit/");
+		if (p) {
+			*p = '\0';
+			snprintf(path, sizeof(path), "%s/tests/unit/exposition-6.12.prom", exe);
+			want = slurp(path);
+		}
+	}
+	synth_make(&sy, 2, 2, true);
+	got = render(prom_render, sy.objs, sy.n);
+	if (dir) {
+		snprintf(path, sizeof(path), "%s/exposition-6.12.prom", dir);
+		f = fopen(path, "w");
+		if (f) {
+			fputs(got, f);
+			fclose(f);
+		}
+	}
+	if (!want)
+		check(0, "exposition pinned: read tests/unit/exposition-6.12.prom");
+	else
+		check(!strcmp(got, want),
+		      "exposition of the synthetic host equals tests/unit/exposition-6.12.prom byte for byte");
+	free(want);
+	free(got);
+	synth_free(&sy);
+}
+
 int main(int argc, char **argv)
 {
 	const char *dir = argc > 1 ? argv[1] : NULL;
 
+	if (argc == 6 && !strcmp(argv[1], "--render-bench"))
+		return render_bench(argc, argv);
 	if (argc == 4 && !strcmp(argv[1], "--check-histograms")) {
 		setvbuf(stdout, NULL, _IOLBF, 0);
 		return check_histograms(argv[2], argv[3]);
@@ -847,6 +1057,7 @@ int main(int argc, char **argv)
 	test_malformed();
 	test_guest_name();
 	test_native();
+	test_golden(dir);
 	printf("# libkvmstats unit tests: %d passed, %d failed\n", passes, failures);
 	return failures ? 1 : 0;
 }
