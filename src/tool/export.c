@@ -300,7 +300,8 @@ int cmd_export(int argc, char **argv)
 		errmsg("export: unexpected argument '%s'", argv[optind]);
 		return EXIT_USAGE;
 	}
-	devfd = open_device();
+	/* KVMSTATS_STATS_DIR: a directory of stats files stands for the host. */
+	devfd = host_stats_dir() ? -1 : open_device();
 	err = host_init(&h, devfd);
 	if (err) {
 		errmsg("export: %s", kvmstats_strerror(err));
@@ -315,7 +316,8 @@ int cmd_export(int argc, char **argv)
 			err = -errno;
 		scrape_fini();
 		host_fini(&h);
-		close(devfd);
+		if (devfd >= 0)
+			close(devfd);
 		if (err) {
 			errmsg("export: %s", kvmstats_strerror(err));
 			return exit_for(err);
@@ -354,6 +356,7 @@ int cmd_export(int argc, char **argv)
 	close(lfd);
 	scrape_fini();
 	host_fini(&h);
-	close(devfd);
+	if (devfd >= 0)
+		close(devfd);
 	return rc;
 }

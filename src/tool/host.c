@@ -5,9 +5,18 @@
  * The stats fds are adopted borrowed: when a VM leaves the list (its process
  * exited) we close the fd at once, so we never keep a dead VM's memory
  * pinned, yet keep the file object for its descriptors and last values.
+ *
+ * With KVMSTATS_STATS_DIR set, the host is a directory instead of
+ * /dev/kvmstats (for tests and profiling on machines without the module):
+ * each subdirectory PID-FD is a VM whose files vm, vcpu0, vcpu1, ... are
+ * stats files (recorded ones, say), read again at every sample; a
+ * subdirectory that disappears is a VM that exited.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -20,14 +29,79 @@ int host_init(struct host *h, int devfd)
 
 	memset(h, 0, sizeof(*h));
 	h->devfd = devfd;
-	err = kvmstats_sweep_new(devfd, 0, &h->sweep);
+	h->dir = host_stats_dir();
+	err = kvmstats_sweep_new(h->dir ? -1 : devfd, 0, &h->sweep);
 	return err;
 }
 
-static int open_borrowed(int devfd, int pid, int fd, int vcpu,
+const char *host_stats_dir(void)
+{
+	const char *d = getenv("KVMSTATS_STATS_DIR");
+
+	return d && *d ? d : NULL;
+}
+
+static int dir_stats_fd(const char *dir, int pid, int fd, int vcpu)
+{
+	char path[4096];
+	int sfd;
+
+	if (vcpu < 0)
+		snprintf(path, sizeof(path), "%s/%d-%d/vm", dir, pid, fd);
+	else
+		snprintf(path, sizeof(path), "%s/%d-%d/vcpu%d", dir, pid, fd, vcpu);
+	sfd = open(path, O_RDONLY | O_CLOEXEC);
+	return sfd < 0 ? -errno : sfd;
+}
+
+/* The VMs of a stats directory, as kvmstats_list_vms() would list them. */
+static int dir_list_vms(const char *dir, struct kvmstats_vm_info **out)
+{
+	struct kvmstats_vm_info *list = NULL;
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	int n = 0;
+
+	*out = NULL;
+	if (!d)
+		return -errno;
+	while ((e = readdir(d))) {
+		struct kvmstats_vm_info info = { 0 };
+		char path[4096];
+		void *a;
+		int pid, fd, end = 0;
+
+		if (sscanf(e->d_name, "%d-%d%n", &pid, &fd, &end) != 2 ||
+		    e->d_name[end])
+			continue;
+		info.pid = pid;
+		info.fd = fd;
+		for (;;) {
+			snprintf(path, sizeof(path), "%s/%s/vcpu%u", dir, e->d_name,
+				 info.nr_vcpus);
+			if (access(path, R_OK))
+				break;
+			info.nr_vcpus++;
+		}
+		a = realloc(list, (size_t)(n + 1) * sizeof(*list));
+		if (!a) {
+			free(list);
+			closedir(d);
+			return -ENOMEM;
+		}
+		list = a;
+		list[n++] = info;
+	}
+	closedir(d);
+	*out = list;
+	return n;
+}
+
+static int open_borrowed(const struct host *h, int pid, int fd, int vcpu,
 			 struct kvmstats_file **f)
 {
-	int sfd = kvmstats_get_stats_fd(devfd, pid, fd, vcpu);
+	int sfd = h->dir ? dir_stats_fd(h->dir, pid, fd, vcpu) :
+			   kvmstats_get_stats_fd(h->devfd, pid, fd, vcpu);
 	int err;
 
 	if (sfd < 0)
@@ -87,7 +161,7 @@ static int vm_grow(struct host *h, struct vmrec *v)
 		size_t sz;
 		int err;
 
-		err = open_borrowed(h->devfd, v->pid, v->fd, (int)i, &f);
+		err = open_borrowed(h, v->pid, v->fd, (int)i, &f);
 		if (err)
 			return err;
 		if (!(i & (i - 1)) || i == 0) {
@@ -137,7 +211,7 @@ static int vm_new(struct host *h, const struct kvmstats_vm_info *info,
 	v->fd = info->fd;
 	v->nr_vcpus = info->nr_vcpus;
 	proc_names(v->pid, v->comm, sizeof(v->comm), v->name, sizeof(v->name));
-	err = open_borrowed(h->devfd, v->pid, v->fd, -1, &v->vm);
+	err = open_borrowed(h, v->pid, v->fd, -1, &v->vm);
 	if (err)
 		return err;
 	v->alive = true;
@@ -166,7 +240,7 @@ int host_refresh(struct host *h)
 	size_t i, j;
 	int n, err;
 
-	n = kvmstats_list_vms(h->devfd, &list);
+	n = h->dir ? dir_list_vms(h->dir, &list) : kvmstats_list_vms(h->devfd, &list);
 	if (n < 0)
 		return n;
 	for (i = 0; i < h->nvms; i++)

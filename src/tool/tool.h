@@ -44,6 +44,7 @@ struct vmrec {
 
 struct host {
 	int devfd;
+	const char *dir; /* KVMSTATS_STATS_DIR: recorded files instead of the device */
 	struct vmrec *vms;
 	size_t nvms;
 	struct kvmstats_sweep *sweep;
@@ -64,6 +65,7 @@ double now_mono(void);
 
 /* host.c: follow every VM of the host (or those @match accepts). */
 int host_init(struct host *h, int devfd);
+const char *host_stats_dir(void); /* KVMSTATS_STATS_DIR, or NULL */
 int host_refresh(struct host *h);
 int host_sample(struct host *h);
 void host_drop_exited(struct host *h);

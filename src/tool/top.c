@@ -41,6 +41,8 @@ struct top {
 	double interval;
 	struct row *rows;
 	size_t nrows, room;
+	struct row **order; /* the rows sorted (pointers: cheap to move) */
+	size_t order_room;
 	FILE *csv;
 };
 
@@ -122,7 +124,12 @@ static void add_rows(struct top *t, const struct vmrec *v, int vcpu,
 		     const void *prev, double dt)
 {
 	unsigned int i, nr = kvmstats_file_num_stats(f);
+	char obj[sizeof(t->rows[0].obj)];
 
+	if (vcpu >= 0)
+		snprintf(obj, sizeof(obj), "%d:%d/%d", v->pid, v->fd, vcpu);
+	else
+		snprintf(obj, sizeof(obj), "%d:%d", v->pid, v->fd);
 	for (i = 0; i < nr; i++) {
 		const struct kvmstats_stat *s = kvmstats_file_stat(f, i);
 		struct row *r;
@@ -132,10 +139,7 @@ static void add_rows(struct top *t, const struct vmrec *v, int vcpu,
 		r = new_row(t);
 		if (!r)
 			return;
-		if (vcpu >= 0)
-			snprintf(r->obj, sizeof(r->obj), "%d:%d/%d", v->pid, v->fd, vcpu);
-		else
-			snprintf(r->obj, sizeof(r->obj), "%d:%d", v->pid, v->fd);
+		memcpy(r->obj, obj, sizeof(obj));
 		r->name = s->name;
 		r->pid = v->pid;
 		r->fd = v->fd;
@@ -152,7 +156,9 @@ static void add_vcpu_sums(struct top *t, const struct vmrec *v, double dt)
 {
 	const struct kvmstats_file *f0 = v->vcpu[0];
 	unsigned int i, c, nr = kvmstats_file_num_stats(f0);
+	char obj[sizeof(t->rows[0].obj)];
 
+	snprintf(obj, sizeof(obj), "%d:%d", v->pid, v->fd);
 	for (i = 0; i < nr; i++) {
 		const struct kvmstats_stat *s = kvmstats_file_stat(f0, i);
 		uint64_t cur = 0, prev = 0;
@@ -171,7 +177,7 @@ static void add_vcpu_sums(struct top *t, const struct vmrec *v, double dt)
 		r = new_row(t);
 		if (!r)
 			return;
-		snprintf(r->obj, sizeof(r->obj), "%d:%d", v->pid, v->fd);
+		memcpy(r->obj, obj, sizeof(obj));
 		r->name = s->name;
 		r->pid = v->pid;
 		r->fd = v->fd;
@@ -204,6 +210,11 @@ static int row_cmp(const void *a, const void *b)
 	return c;
 }
 
+static int row_ptr_cmp(const void *a, const void *b)
+{
+	return row_cmp(*(const struct row *const *)a, *(const struct row *const *)b);
+}
+
 static void build_rows(struct top *t)
 {
 	size_t i;
@@ -227,9 +238,21 @@ static void build_rows(struct top *t)
 		for (c = 0; c < v->nv; c++)
 			add_rows(t, v, (int)c, v->vcpu[c], v->vcur[c], v->vprev[c], dt);
 	}
+	if (t->nrows > t->order_room) {
+		struct row **o = realloc(t->order, t->nrows * sizeof(*o));
+
+		if (!o) {
+			t->nrows = 0;
+			return;
+		}
+		t->order = o;
+		t->order_room = t->nrows;
+	}
+	for (i = 0; i < t->nrows; i++)
+		t->order[i] = &t->rows[i];
 	sort_by = t->sort;
 	if (t->nrows)
-		qsort(t->rows, t->nrows, sizeof(*t->rows), row_cmp);
+		qsort(t->order, t->nrows, sizeof(*t->order), row_ptr_cmp);
 }
 
 static const char *sort_name(enum sort_key k)
@@ -252,13 +275,76 @@ static void count_vms(const struct top *t, size_t *alive, size_t *exited)
 	}
 }
 
+/* @s (@n bytes) left-aligned in a field of @w at @p; returns the end. */
+static char *put_left(char *p, const char *s, size_t n, size_t w)
+{
+	memcpy(p, s, n);
+	p += n;
+	while (n++ < w)
+		*p++ = ' ';
+	return p;
+}
+
+/* @s (@n bytes) right-aligned in a field of @w at @p; returns the end. */
+static char *put_right(char *p, const char *s, size_t n, size_t w)
+{
+	while (w-- > n)
+		*p++ = ' ';
+	memcpy(p, s, n);
+	return p + n;
+}
+
+/*
+ * One row as "%-22s %-32s %20llu %14.1f\n" would print it (object with
+ * " (exited)"), without printf for the usual values: a total is an
+ * integer, a rate mostly 0 or whole; other rates go through snprintf.
+ */
 static void print_row(FILE *out, const struct row *r)
 {
-	char obj[64];
+	char line[512], num[64], *p = line, *d;
+	size_t n = strlen(r->obj), nl = strlen(r->name);
+	uint64_t v = r->total;
 
-	snprintf(obj, sizeof(obj), "%s%s", r->obj, r->exited ? " (exited)" : "");
-	fprintf(out, "%-22s %-32s %20llu %14.1f\n", obj, r->name,
-		(unsigned long long)r->total, r->rate);
+	if (nl > 256)
+		nl = 256;
+	memcpy(num, r->obj, n);
+	if (r->exited) {
+		memcpy(num + n, " (exited)", 9);
+		n += 9;
+	}
+	p = put_left(p, num, n, 22);
+	*p++ = ' ';
+	p = put_left(p, r->name, nl, 32);
+	*p++ = ' ';
+	d = num + sizeof(num);
+	do {
+		*--d = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	p = put_right(p, d, (size_t)(num + sizeof(num) - d), 20);
+	*p++ = ' ';
+	if (r->rate == 0 && !signbit(r->rate)) {
+		n = 3;
+		memcpy(num, "0.0", 3);
+	} else if (r->rate > 0 && r->rate < 9007199254740992.0 &&
+		   r->rate == (double)(uint64_t)r->rate) {
+		v = (uint64_t)r->rate;
+		d = num + sizeof(num) - 2;
+		memcpy(d, ".0", 2);
+		do {
+			*--d = (char)('0' + v % 10);
+			v /= 10;
+		} while (v);
+		n = (size_t)(num + sizeof(num) - d);
+		memmove(num, d, n);
+	} else {
+		int k = snprintf(num, sizeof(num), "%.1f", r->rate);
+
+		n = k < 0 ? 0 : (size_t)k >= sizeof(num) ? sizeof(num) - 1 : (size_t)k;
+	}
+	p = put_right(p, num, n, 14);
+	*p++ = '\n';
+	fwrite(line, 1, (size_t)(p - line), out);
 }
 
 static void print_batch(struct top *t)
@@ -274,7 +360,7 @@ static void print_batch(struct top *t)
 	       sort_name(t->sort));
 	printf("%-22s %-32s %20s %14s\n", "OBJECT", "STAT", "TOTAL", "RATE/s");
 	for (i = 0; i < t->nrows; i++)
-		print_row(stdout, &t->rows[i]);
+		print_row(stdout, t->order[i]);
 	putchar('\n');
 	fflush(stdout);
 }
@@ -299,7 +385,7 @@ static void draw(struct top *t, const char *prompt)
 	       "RATE/s");
 	lines = (size_t)ws.ws_row - 3;
 	for (i = 0; i < t->nrows && i < lines; i++)
-		print_row(stdout, &t->rows[i]);
+		print_row(stdout, t->order[i]);
 	printf("\033[%d;1H", ws.ws_row);
 	if (prompt)
 		printf("filter (extended regex, empty: none): %s", prompt);
@@ -317,7 +403,7 @@ static void write_csv(struct top *t)
 		return;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	for (i = 0; i < t->nrows; i++) {
-		const struct row *r = &t->rows[i];
+		const struct row *r = t->order[i];
 
 		fprintf(t->csv, "%lld.%03ld,%d,%d,", (long long)ts.tv_sec,
 			ts.tv_nsec / 1000000, r->pid, r->fd);
@@ -504,8 +590,11 @@ int cmd_top(int argc, char **argv)
 	t.sel = optind < argc ? argv[optind] : NULL;
 	if (!batch && (!isatty(STDIN_FILENO) || !isatty(STDOUT_FILENO)))
 		batch = true; /* no terminal to draw on: plain reports */
+	/* A report or a screen is one write (each ends in fflush()). */
+	setvbuf(stdout, NULL, _IOFBF, 1 << 16);
 
-	devfd = open_device();
+	/* KVMSTATS_STATS_DIR: a directory of stats files stands for the host. */
+	devfd = host_stats_dir() ? -1 : open_device();
 	if (csv) {
 		t.csv = fopen(csv, "we");
 		if (!t.csv) {
@@ -599,7 +688,9 @@ int cmd_top(int argc, char **argv)
 	}
 	host_fini(&t.host);
 	free(t.rows);
-	close(devfd);
+	free(t.order);
+	if (devfd >= 0)
+		close(devfd);
 	if (stop_sig == SIGINT || stop_sig == SIGTERM || stop_sig == SIGHUP)
 		return rc ? rc : (batch && count > 0 ? EXIT_INTR : EXIT_OK);
 	return rc;

@@ -337,10 +337,11 @@ struct synth {
  * @vms VMs of @vcpus vCPUs each in the 6.12 layouts, every object its own
  * memfd-backed file, deterministic values.  With @odd, also a VM whose id
  * needs escaping and whose vCPU has an extra linear histogram and lacks a
- * stat (other layouts, family order).
+ * stat (other layouts, family order).  With @dir, the files are
+ * @dir/PID-FD/vm and vcpuN (a KVMSTATS_STATS_DIR for the tool), else memfds.
  */
 static void synth_make(struct synth *sy, unsigned int vms, unsigned int vcpus,
-		       bool odd)
+		       bool odd, const char *dir)
 {
 	size_t room = (size_t)vms * (1 + vcpus) + (odd ? 2 : 0), k = 0;
 	unsigned int v, c;
@@ -379,7 +380,16 @@ static void synth_make(struct synth *sy, unsigned int vms, unsigned int vcpus,
 				snprintf(id, sizeof(id), "kvm-%d", pid + 1);
 			synth_fill(d, nd, data, k * 7919 + 1);
 			im = build(id, d, nd, dsize, data);
-			fd = image_fd(&im, NULL, "synth");
+			if (dir) {
+				char sub[512], name[64];
+
+				snprintf(sub, sizeof(sub), "%s/%d-%d", dir, pid, vfd);
+				mkdir(sub, 0755);
+				snprintf(name, sizeof(name), c ? "vcpu%u" : "vm", c - 1);
+				fd = image_fd(&im, sub, name);
+			} else {
+				fd = image_fd(&im, NULL, "synth");
+			}
 			free(im.buf);
 			if (kvmstats_file_adopt(fd, 0, &f)) {
 				fprintf(stderr, "synth: adopt failed\n");
@@ -420,7 +430,7 @@ static int render_bench(int argc, char **argv)
 	(void)argc;
 	if (!out)
 		return 1;
-	synth_make(&sy, (unsigned int)atoi(argv[2]), (unsigned int)atoi(argv[3]), false);
+	synth_make(&sy, (unsigned int)atoi(argv[2]), (unsigned int)atoi(argv[3]), false, NULL);
 	struct prom_cache *c = prom_cache_new();
 
 	for (i = 0; i < scrapes; i++) {
@@ -1018,7 +1028,7 @@ static void test_golden(const char *dir)
 			want = slurp(path);
 		}
 	}
-	synth_make(&sy, 2, 2, true);
+	synth_make(&sy, 2, 2, true, NULL);
 	got = render(prom_render, sy.objs, sy.n);
 	if (dir) {
 		snprintf(path, sizeof(path), "%s/exposition-6.12.prom", dir);
@@ -1042,6 +1052,16 @@ int main(int argc, char **argv)
 {
 	const char *dir = argc > 1 ? argv[1] : NULL;
 
+	if (argc == 5 && !strcmp(argv[1], "--write-host")) {
+		/* --write-host DIR VMS VCPUS: a synthetic KVMSTATS_STATS_DIR. */
+		struct synth sy;
+
+		mkdir(argv[2], 0755);
+		synth_make(&sy, (unsigned int)atoi(argv[3]), (unsigned int)atoi(argv[4]),
+			   false, argv[2]);
+		synth_free(&sy);
+		return 0;
+	}
 	if (argc == 6 && !strcmp(argv[1], "--render-bench"))
 		return render_bench(argc, argv);
 	if (argc == 4 && !strcmp(argv[1], "--check-histograms")) {
