@@ -23,7 +23,7 @@
 
 #include "tool.h"
 
-#define REQ_MAX 8192
+#define REQ_MAX		  8192
 #define CLIENT_TIMEOUT_MS 5000
 
 static volatile sig_atomic_t stop_sig;
@@ -83,8 +83,8 @@ static int scrape(struct host *h, const regex_t *filter, const char **text,
 		}
 		objs[n++] = (struct obj){ v->pid, v->fd, -1, v->vm, v->cur };
 		for (c = 0; c < v->nv; c++)
-			objs[n++] = (struct obj){ v->pid, v->fd, (int)c, v->vcpu[c],
-						  v->vcur[c] };
+			objs[n++] = (struct obj){ v->pid, v->fd, (int)c,
+						  v->vcpu[c], v->vcur[c] };
 	}
 	return prom_cache_render(cache, objs, n, filter, text, len);
 }
@@ -161,10 +161,11 @@ static void respond(int fd, const char *status, const char *type,
 		    const char *body, size_t len)
 {
 	char head[256];
-	int n = snprintf(head, sizeof(head),
-			 "HTTP/1.0 %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
-			 "Connection: close\r\n\r\n",
-			 status, type, len);
+	int n = snprintf(
+		head, sizeof(head),
+		"HTTP/1.0 %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
+		"Connection: close\r\n\r\n",
+		status, type, len);
 
 	send_all(fd, head, (size_t)n);
 	send_all(fd, body, len);
@@ -206,7 +207,8 @@ static void serve_one(int cfd, struct host *h, const regex_t *filter)
 	if (read_request(cfd, req, sizeof(req)))
 		return;
 	if (strncmp(req, "GET ", 4) && strncmp(req, "HEAD ", 5)) {
-		respond(cfd, "405 Method Not Allowed", "text/plain", "GET only\n", 9);
+		respond(cfd, "405 Method Not Allowed", "text/plain",
+			"GET only\n", 9);
 		return;
 	}
 	{
@@ -228,10 +230,12 @@ static void serve_one(int cfd, struct host *h, const regex_t *filter)
 		int n = snprintf(msg, sizeof(msg), "kvmstats: %s\n",
 				 kvmstats_strerror(err));
 
-		respond(cfd, "500 Internal Server Error", "text/plain", msg, (size_t)n);
+		respond(cfd, "500 Internal Server Error", "text/plain", msg,
+			(size_t)n);
 	} else {
-		respond(cfd, "200 OK", "text/plain; version=0.0.4; charset=utf-8",
-			body, !strncmp(req, "HEAD ", 5) ? 0 : blen);
+		respond(cfd, "200 OK",
+			"text/plain; version=0.0.4; charset=utf-8", body,
+			!strncmp(req, "HEAD ", 5) ? 0 : blen);
 	}
 }
 
@@ -323,7 +327,8 @@ int cmd_export(int argc, char **argv)
 			return exit_for(err);
 		}
 		if (fflush(stdout)) {
-			errmsg("export: writing the output: %s", strerror(errno));
+			errmsg("export: writing the output: %s",
+			       strerror(errno));
 			return EXIT_FAIL;
 		}
 		return EXIT_OK;
@@ -336,7 +341,8 @@ int cmd_export(int argc, char **argv)
 	if (lfd < 0 ||
 	    setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
 	    bind(lfd, (struct sockaddr *)&ss, sslen) || listen(lfd, 16)) {
-		errmsg("export: cannot listen on %s: %s", listen_at, strerror(errno));
+		errmsg("export: cannot listen on %s: %s", listen_at,
+		       strerror(errno));
 		return EXIT_LISTEN;
 	}
 	while (!stop_sig && (max_req < 0 || served < max_req)) {

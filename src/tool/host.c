@@ -49,7 +49,8 @@ static int dir_stats_fd(const char *dir, int pid, int fd, int vcpu)
 	if (vcpu < 0)
 		snprintf(path, sizeof(path), "%s/%d-%d/vm", dir, pid, fd);
 	else
-		snprintf(path, sizeof(path), "%s/%d-%d/vcpu%d", dir, pid, fd, vcpu);
+		snprintf(path, sizeof(path), "%s/%d-%d/vcpu%d", dir, pid, fd,
+			 vcpu);
 	sfd = open(path, O_RDONLY | O_CLOEXEC);
 	return sfd < 0 ? -errno : sfd;
 }
@@ -77,8 +78,8 @@ static int dir_list_vms(const char *dir, struct kvmstats_vm_info **out)
 		info.pid = pid;
 		info.fd = fd;
 		for (;;) {
-			snprintf(path, sizeof(path), "%s/%s/vcpu%u", dir, e->d_name,
-				 info.nr_vcpus);
+			snprintf(path, sizeof(path), "%s/%s/vcpu%u", dir,
+				 e->d_name, info.nr_vcpus);
 			if (access(path, R_OK))
 				break;
 			info.nr_vcpus++;
@@ -171,10 +172,12 @@ static int vm_grow(struct host *h, struct vmrec *v)
 
 			if (a)
 				v->vcpu = a;
-			a = a ? realloc(v->vcur, room * sizeof(*v->vcur)) : NULL;
+			a = a ? realloc(v->vcur, room * sizeof(*v->vcur)) :
+				NULL;
 			if (a)
 				v->vcur = a;
-			a = a ? realloc(v->vprev, room * sizeof(*v->vprev)) : NULL;
+			a = a ? realloc(v->vprev, room * sizeof(*v->vprev)) :
+				NULL;
 			if (!a) {
 				free_file(f, true);
 				return -ENOMEM;
@@ -240,7 +243,8 @@ int host_refresh(struct host *h)
 	size_t i, j;
 	int n, err;
 
-	n = h->dir ? dir_list_vms(h->dir, &list) : kvmstats_list_vms(h->devfd, &list);
+	n = h->dir ? dir_list_vms(h->dir, &list) :
+		     kvmstats_list_vms(h->devfd, &list);
 	if (n < 0)
 		return n;
 	for (i = 0; i < h->nvms; i++)
@@ -323,7 +327,8 @@ int host_sample(struct host *h)
 		t = v->prev, v->prev = v->cur, v->cur = t;
 		err = add_sample(h, &k, v->vm, v->cur);
 		for (c = 0; !err && c < v->nv; c++) {
-			t = v->vprev[c], v->vprev[c] = v->vcur[c], v->vcur[c] = t;
+			t = v->vprev[c], v->vprev[c] = v->vcur[c],
+			v->vcur[c] = t;
 			err = add_sample(h, &k, v->vcpu[c], v->vcur[c]);
 		}
 		if (err)

@@ -56,8 +56,8 @@ int open_device(void)
 	if (fd >= 0)
 		return fd;
 	if (fd == -ENOENT || fd == -ENXIO || fd == -ENODEV) {
-		errmsg("%s: %s (is the kvmstats module loaded?)", "/dev/kvmstats",
-		       kvmstats_strerror(fd));
+		errmsg("%s: %s (is the kvmstats module loaded?)",
+		       "/dev/kvmstats", kvmstats_strerror(fd));
 		exit(EXIT_NODEV);
 	}
 	errmsg("%s: %s", "/dev/kvmstats", kvmstats_strerror(fd));
@@ -86,8 +86,7 @@ double now_mono(void)
 	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-void proc_names(int pid, char *comm, size_t commlen, char *name,
-		size_t namelen)
+void proc_names(int pid, char *comm, size_t commlen, char *name, size_t namelen)
 {
 	char path[64], buf[8192];
 	ssize_t n;
@@ -164,7 +163,8 @@ static int select_vms(int devfd, const char *sel, struct kvmstats_vm_info **out)
 		if (sel && pid > 0)
 			keep = vms[i].pid == pid && (fd < 0 || vms[i].fd == fd);
 		else if (sel) {
-			proc_names(vms[i].pid, comm, sizeof(comm), name, sizeof(name));
+			proc_names(vms[i].pid, comm, sizeof(comm), name,
+				   sizeof(name));
 			keep = !strcmp(name, sel);
 		}
 		if (keep)
@@ -230,14 +230,16 @@ static int cmd_list(int argc, char **argv)
 		proc_names(vms[i].pid, comm, sizeof(comm), name, sizeof(name));
 		if (json) {
 			printf("%s\n  {\"pid\": %d, \"fd\": %d, \"vcpus\": %u, \"comm\": ",
-			       i ? "," : "", vms[i].pid, vms[i].fd, vms[i].nr_vcpus);
+			       i ? "," : "", vms[i].pid, vms[i].fd,
+			       vms[i].nr_vcpus);
 			json_string(stdout, comm);
 			fputs(", \"name\": ", stdout);
 			json_string(stdout, name);
 			fputs("}", stdout);
 		} else {
-			printf("%-8d %5d %6u  %-16s %s\n", vms[i].pid, vms[i].fd,
-			       vms[i].nr_vcpus, comm, name[0] ? name : "-");
+			printf("%-8d %5d %6u  %-16s %s\n", vms[i].pid,
+			       vms[i].fd, vms[i].nr_vcpus, comm,
+			       name[0] ? name : "-");
 		}
 	}
 	if (json)
@@ -272,8 +274,8 @@ static int open_or_die(int devfd, const struct kvmstats_vm_info *vm, int vcpu,
 	else if (err == -ESRCH || err == -EBADF)
 		errmsg("VM %d:%d exited while being read", vm->pid, vm->fd);
 	else
-		errmsg("VM %d:%d%s: %s", vm->pid, vm->fd, vcpu >= 0 ? " vCPU" : "",
-		       kvmstats_strerror(err));
+		errmsg("VM %d:%d%s: %s", vm->pid, vm->fd,
+		       vcpu >= 0 ? " vCPU" : "", kvmstats_strerror(err));
 	exit(exit_for(err == -ENOENT && vcpu < 0 ? -ESRCH : err));
 }
 
@@ -343,12 +345,14 @@ static int cmd_schema(int argc, char **argv)
 	} else {
 		if (vmf) {
 			printf("VM statistics (%u), from %s:\n",
-			       kvmstats_file_num_stats(vmf), kvmstats_file_id(vmf));
+			       kvmstats_file_num_stats(vmf),
+			       kvmstats_file_id(vmf));
 			text_schema(stdout, vmf, filter);
 		}
 		if (vcf) {
-			printf("%svCPU statistics (%u), from %s:\n", vmf ? "\n" : "",
-			       kvmstats_file_num_stats(vcf), kvmstats_file_id(vcf));
+			printf("%svCPU statistics (%u), from %s:\n",
+			       vmf ? "\n" : "", kvmstats_file_num_stats(vcf),
+			       kvmstats_file_id(vcf));
 			text_schema(stdout, vcf, filter);
 		}
 	}
@@ -437,12 +441,13 @@ static int cmd_show(int argc, char **argv)
 
 	for (i = 0; i < n; i++) {
 		int first = with_vm ? -1 : (all_vcpus ? 0 : vcpu);
-		int last = all_vcpus ? (int)vms[i].nr_vcpus - 1 : (with_vm ? -1 : vcpu);
+		int last = all_vcpus ? (int)vms[i].nr_vcpus - 1 :
+				       (with_vm ? -1 : vcpu);
 		int v;
 
 		if (!all_vcpus && !with_vm && vcpu >= (int)vms[i].nr_vcpus) {
-			errmsg("VM %d:%d has no vCPU %d (it has %u)", vms[i].pid,
-			       vms[i].fd, vcpu, vms[i].nr_vcpus);
+			errmsg("VM %d:%d has no vCPU %d (it has %u)",
+			       vms[i].pid, vms[i].fd, vcpu, vms[i].nr_vcpus);
 			return EXIT_NOVM;
 		}
 		for (v = first; v <= last; v++) {
@@ -453,7 +458,8 @@ static int cmd_show(int argc, char **argv)
 
 			if (v == -1 && !with_vm)
 				continue;
-			err = kvmstats_file_open(devfd, vms[i].pid, vms[i].fd, v, &f);
+			err = kvmstats_file_open(devfd, vms[i].pid, vms[i].fd,
+						 v, &f);
 			if ((err == -ESRCH || err == -EBADF) && !sel)
 				break; /* exited since the list: not ours to show */
 			if (err)
@@ -476,14 +482,18 @@ static int cmd_show(int argc, char **argv)
 			}
 			err = kvmstats_file_read(f, buf, sz);
 			if (err) {
-				errmsg("VM %d:%d: reading %s: %s", vms[i].pid, vms[i].fd,
-				       kvmstats_file_id(f), kvmstats_strerror(err));
+				errmsg("VM %d:%d: reading %s: %s", vms[i].pid,
+				       vms[i].fd, kvmstats_file_id(f),
+				       kvmstats_strerror(err));
 				return exit_for(err);
 			}
 			files[nobj] = f;
 			bufs[nobj] = buf;
-			objs[nobj] = (struct obj){ .pid = vms[i].pid, .fd = vms[i].fd,
-						   .vcpu = v, .file = f, .data = buf };
+			objs[nobj] = (struct obj){ .pid = vms[i].pid,
+						   .fd = vms[i].fd,
+						   .vcpu = v,
+						   .file = f,
+						   .data = buf };
 			nobj++;
 		}
 	}
@@ -497,13 +507,16 @@ static int cmd_show(int argc, char **argv)
 			if (o->vcpu < 0) {
 				char comm[32], name[128];
 
-				proc_names(o->pid, comm, sizeof(comm), name, sizeof(name));
-				printf("%sVM %d:%d %s (%s%s%s)\n", k ? "\n" : "", o->pid,
-				       o->fd, kvmstats_file_id(o->file), comm,
+				proc_names(o->pid, comm, sizeof(comm), name,
+					   sizeof(name));
+				printf("%sVM %d:%d %s (%s%s%s)\n",
+				       k ? "\n" : "", o->pid, o->fd,
+				       kvmstats_file_id(o->file), comm,
 				       name[0] ? ", guest " : "", name);
 			} else {
-				printf("%svCPU %d of VM %d:%d %s\n", k ? "\n" : "", o->vcpu,
-				       o->pid, o->fd, kvmstats_file_id(o->file));
+				printf("%svCPU %d of VM %d:%d %s\n",
+				       k ? "\n" : "", o->vcpu, o->pid, o->fd,
+				       kvmstats_file_id(o->file));
 			}
 			text_stats(stdout, o, filter);
 		}

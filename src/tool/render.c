@@ -174,7 +174,8 @@ void text_stats(FILE *out, const struct obj *o, const regex_t *filter)
 		}
 		if (!kvmstats_is_hist(s)) {
 			fprintf(out, "  %-32s %llu%s%s\n", s->name,
-				(unsigned long long)kvmstats_value(s, o->data, 0),
+				(unsigned long long)kvmstats_value(s, o->data,
+								   0),
 				*unit ? " " : "", unit);
 			continue;
 		}
@@ -183,7 +184,8 @@ void text_stats(FILE *out, const struct obj *o, const regex_t *filter)
 
 			for (b = 0; b < s->size; b++)
 				total += kvmstats_value(s, o->data, b);
-			fprintf(out, "  %-32s %s, %u buckets, %llu samples%s%s\n",
+			fprintf(out,
+				"  %-32s %s, %u buckets, %llu samples%s%s\n",
 				s->name, kvmstats_type_name(s->type), s->size,
 				total, *unit ? ", bounds in " : "", unit);
 		}
@@ -203,7 +205,8 @@ void text_stats(FILE *out, const struct obj *o, const regex_t *filter)
 	}
 }
 
-void text_schema(FILE *out, const struct kvmstats_file *f, const regex_t *filter)
+void text_schema(FILE *out, const struct kvmstats_file *f,
+		 const regex_t *filter)
 {
 	unsigned int i, nr = kvmstats_file_num_stats(f);
 
@@ -215,8 +218,8 @@ void text_schema(FILE *out, const struct kvmstats_file *f, const regex_t *filter
 
 		if (!name_matches(filter, s->name))
 			continue;
-		fprintf(out, "  %-32s %-16s %-8s %4d %4d %5u %6u %6u\n", s->name,
-			kvmstats_type_name(s->type), u ? u : "none",
+		fprintf(out, "  %-32s %-16s %-8s %4d %4d %5u %6u %6u\n",
+			s->name, kvmstats_type_name(s->type), u ? u : "none",
 			s->base == KVMSTATS_BASE_POW2 ? 2 : 10, s->exponent,
 			s->size, s->bucket_size, s->offset);
 	}
@@ -249,7 +252,8 @@ void json_results(FILE *out, const struct obj *objs, size_t n,
 		unsigned int i, b, nr = kvmstats_file_num_stats(o->file);
 		bool first = true;
 
-		fprintf(out, "%s\n  {\"provider\": \"kvm\", \"target\": \"%s\", ",
+		fprintf(out,
+			"%s\n  {\"provider\": \"kvm\", \"target\": \"%s\", ",
 			k ? "," : "", o->vcpu >= 0 ? "vcpu" : "vm");
 		fprintf(out, "\"pid\": %d, \"fd\": %d, ", o->pid, o->fd);
 		if (o->vcpu >= 0)
@@ -258,7 +262,8 @@ void json_results(FILE *out, const struct obj *objs, size_t n,
 		json_string(out, kvmstats_file_id(o->file));
 		fputs(", \"stats\": [", out);
 		for (i = 0; i < nr; i++) {
-			const struct kvmstats_stat *s = kvmstats_file_stat(o->file, i);
+			const struct kvmstats_stat *s =
+				kvmstats_file_stat(o->file, i);
 
 			if (!name_matches(filter, s->name))
 				continue;
@@ -270,13 +275,18 @@ void json_results(FILE *out, const struct obj *objs, size_t n,
 				fputc('[', out);
 				for (b = 0; b < s->size; b++)
 					fprintf(out, "%s%llu", b ? ", " : "",
-						(unsigned long long)kvmstats_value(s, o->data, b));
+						(unsigned long long)
+							kvmstats_value(
+								s, o->data, b));
 				fputc(']', out);
 			} else if (s->unit == KVMSTATS_UNIT_BOOLEAN) {
-				fputs(kvmstats_value(s, o->data, 0) ? "true" : "false", out);
+				fputs(kvmstats_value(s, o->data, 0) ? "true" :
+								      "false",
+				      out);
 			} else {
 				fprintf(out, "%llu",
-					(unsigned long long)kvmstats_value(s, o->data, 0));
+					(unsigned long long)kvmstats_value(
+						s, o->data, 0));
 			}
 			fputc('}', out);
 		}
@@ -286,12 +296,14 @@ void json_results(FILE *out, const struct obj *objs, size_t n,
 }
 
 static void json_schema_one(FILE *out, const char *target,
-			    const struct kvmstats_file *f, const regex_t *filter)
+			    const struct kvmstats_file *f,
+			    const regex_t *filter)
 {
 	unsigned int i, nr = kvmstats_file_num_stats(f);
 	bool first = true;
 
-	fprintf(out, "\n  {\"provider\": \"kvm\", \"target\": \"%s\", \"stats\": [",
+	fprintf(out,
+		"\n  {\"provider\": \"kvm\", \"target\": \"%s\", \"stats\": [",
 		target);
 	for (i = 0; i < nr; i++) {
 		const struct kvmstats_stat *s = kvmstats_file_stat(f, i);
@@ -426,11 +438,25 @@ static size_t u64_str(uint64_t v, char *out)
 static size_t scaled_str(const struct kvmstats_stat *s, uint64_t raw, char *out)
 {
 	static const uint64_t p10[20] = {
-		1ull, 10ull, 100ull, 1000ull, 10000ull, 100000ull, 1000000ull,
-		10000000ull, 100000000ull, 1000000000ull, 10000000000ull,
-		100000000000ull, 1000000000000ull, 10000000000000ull,
-		100000000000000ull, 1000000000000000ull, 10000000000000000ull,
-		100000000000000000ull, 1000000000000000000ull,
+		1ull,
+		10ull,
+		100ull,
+		1000ull,
+		10000ull,
+		100000ull,
+		1000000ull,
+		10000000ull,
+		100000000ull,
+		1000000000ull,
+		10000000000ull,
+		100000000000ull,
+		1000000000000ull,
+		10000000000000ull,
+		100000000000000ull,
+		1000000000000000ull,
+		10000000000000000ull,
+		100000000000000000ull,
+		1000000000000000000ull,
 		10000000000000000000ull,
 	};
 	int e = s->exponent;
@@ -455,7 +481,8 @@ static size_t scaled_str(const struct kvmstats_stat *s, uint64_t raw, char *out)
 		}
 		return n + (size_t)-e;
 	}
-	if (s->base == KVMSTATS_BASE_POW2 && e > 0 && e < 64 && raw <= (UINT64_MAX >> e))
+	if (s->base == KVMSTATS_BASE_POW2 && e > 0 && e < 64 &&
+	    raw <= (UINT64_MAX >> e))
 		return u64_str(raw << e, out);
 	{
 		int n = kvmstats_scale_str(s, raw, out, 64);
@@ -493,13 +520,13 @@ static int stat_index(const struct kvmstats_file *file, const char *name,
 }
 
 struct member {
-	size_t obj; /* index into the objects */
+	size_t obj;	   /* index into the objects */
 	unsigned int stat; /* descriptor index in that object's file */
 };
 
 struct family {
-	char *head; /* "# HELP ...\n# TYPE ...\n" */
-	char *name; /* the family name, or NAME_bucket for histograms */
+	char *head;  /* "# HELP ...\n# TYPE ...\n" */
+	char *name;  /* the family name, or NAME_bucket for histograms */
 	char *count; /* histograms: NAME_count */
 	size_t name_len, count_len;
 	char **le; /* histograms: ",le=\"X\"} " per bucket */
@@ -606,8 +633,9 @@ static bool plan_family(struct family *fam, const struct kvmstats_stat *proto,
 	else
 		ptype = "gauge";
 	buf_printf(&b, "# HELP %s KVM %s statistic %s (%s%s%s%s%s).\n", name,
-		   vcpu ? "vCPU" : "VM", proto->name, kvmstats_type_name(proto->type),
-		   u ? ", " : "", u ? u : "", *unit && strcmp(unit, "s") ? ", raw unit " : "",
+		   vcpu ? "vCPU" : "VM", proto->name,
+		   kvmstats_type_name(proto->type), u ? ", " : "", u ? u : "",
+		   *unit && strcmp(unit, "s") ? ", raw unit " : "",
 		   *unit && strcmp(unit, "s") ? unit : "");
 	buf_printf(&b, "# TYPE %s %s\n", name, ptype);
 	fam->head = buf_take(&b, NULL);
@@ -635,9 +663,11 @@ static bool plan_family(struct family *fam, const struct kvmstats_stat *proto,
 			if (isinf(hi))
 				snprintf(le, sizeof(le), "+Inf");
 			else if (hi - 1 <= 9007199254740992.0)
-				kvmstats_scale_str(proto, (uint64_t)hi - 1, le, sizeof(le));
+				kvmstats_scale_str(proto, (uint64_t)hi - 1, le,
+						   sizeof(le));
 			else
-				snprintf(le, sizeof(le), "%.17g", kvmstats_scale(proto, hi - 1));
+				snprintf(le, sizeof(le), "%.17g",
+					 kvmstats_scale(proto, hi - 1));
 			memset(&b, 0, sizeof(b));
 			buf_printf(&b, ",le=\"%s\"} ", le);
 			fam->le[i] = buf_take(&b, &fam->le_len[i]);
@@ -660,7 +690,8 @@ static bool plan_family(struct family *fam, const struct kvmstats_stat *proto,
 			continue;
 		s = kvmstats_file_stat(o->file, (unsigned int)idx);
 		if (s->type != proto->type || s->size != proto->size ||
-		    s->flags != proto->flags || s->exponent != proto->exponent ||
+		    s->flags != proto->flags ||
+		    s->exponent != proto->exponent ||
 		    s->bucket_size != proto->bucket_size)
 			continue;
 		fam->m[fam->nm++] = (struct member){ j, (unsigned int)idx };
@@ -697,8 +728,9 @@ static bool plan_valid(const struct prom_cache *c, const struct obj *objs,
 	if (!c->valid || c->no != n || c->filter != filter)
 		return false;
 	for (k = 0; k < n; k++)
-		if (c->o[k].file != objs[k].file || c->o[k].pid != objs[k].pid ||
-		    c->o[k].fd != objs[k].fd || c->o[k].vcpu != objs[k].vcpu)
+		if (c->o[k].file != objs[k].file ||
+		    c->o[k].pid != objs[k].pid || c->o[k].fd != objs[k].fd ||
+		    c->o[k].vcpu != objs[k].vcpu)
 			return false;
 	return true;
 }
@@ -719,7 +751,8 @@ static bool plan_build(struct prom_cache *c, const struct obj *objs, size_t n,
 		const struct obj *o = &objs[k];
 		struct buf b = { 0 };
 
-		c->o[k] = (struct objplan){ o->file, o->pid, o->fd, o->vcpu, NULL, 0 };
+		c->o[k] = (struct objplan){ o->file, o->pid, o->fd,
+					    o->vcpu, NULL,   0 };
 		buf_printf(&b, "{pid=\"%d\",fd=\"%d\",id=\"", o->pid, o->fd);
 		prom_label_value(&b, kvmstats_file_id(o->file));
 		buf_add(&b, "\"", 1);
@@ -758,12 +791,14 @@ static bool plan_build(struct prom_cache *c, const struct obj *objs, size_t n,
 				/* Emitted already by an earlier object? */
 				for (j = 0; j < k && !seen; j++)
 					seen = (objs[j].vcpu >= 0) == vcpu &&
-					       stat_index(objs[j].file, s->name, i) >= 0;
+					       stat_index(objs[j].file, s->name,
+							  i) >= 0;
 				if (seen)
 					continue;
 				if (c->nf == room) {
 					size_t r = room ? 2 * room : 64;
-					struct family *f = realloc(c->f, r * sizeof(*f));
+					struct family *f =
+						realloc(c->f, r * sizeof(*f));
 
 					if (!f)
 						return false;
@@ -771,7 +806,8 @@ static bool plan_build(struct prom_cache *c, const struct obj *objs, size_t n,
 					room = r;
 				}
 				c->nf++;
-				if (!plan_family(&c->f[c->nf - 1], s, vcpu, i, objs, k, n))
+				if (!plan_family(&c->f[c->nf - 1], s, vcpu, i,
+						 objs, k, n))
 					return false;
 			}
 		}
@@ -792,7 +828,8 @@ static void emit(struct prom_cache *c, const struct obj *objs)
 		for (j = 0; j < f->nm; j++) {
 			const struct obj *o = &objs[f->m[j].obj];
 			const struct objplan *op = &c->o[f->m[j].obj];
-			const struct kvmstats_stat *s = kvmstats_file_stat(o->file, f->m[j].stat);
+			const struct kvmstats_stat *s =
+				kvmstats_file_stat(o->file, f->m[j].stat);
 			uint64_t cum = 0;
 			unsigned int k;
 			char *p;
@@ -801,7 +838,8 @@ static void emit(struct prom_cache *c, const struct obj *objs)
 				uint64_t v = kvmstats_value(s, o->data, 0);
 
 				/* name labels "} " value "\n" */
-				if (!buf_room(b, f->name_len + op->labels_len + 2 + 64 + 1))
+				if (!buf_room(b, f->name_len + op->labels_len +
+							 2 + 64 + 1))
 					return;
 				p = b->p + b->len;
 				memcpy(p, f->name, f->name_len);
@@ -819,8 +857,10 @@ static void emit(struct prom_cache *c, const struct obj *objs)
 				continue;
 			}
 			for (k = 0; k <= f->nle; k++) {
-				const char *name = k < f->nle ? f->name : f->count;
-				size_t nl = k < f->nle ? f->name_len : f->count_len;
+				const char *name =
+					k < f->nle ? f->name : f->count;
+				size_t nl =
+					k < f->nle ? f->name_len : f->count_len;
 
 				if (k < f->nle)
 					cum += kvmstats_value(s, o->data, k);
@@ -851,7 +891,8 @@ int prom_cache_render(struct prom_cache *c, const struct obj *objs, size_t n,
 {
 	c->out.len = 0;
 	c->out.failed = false;
-	if (!plan_valid(c, objs, n, filter) && !plan_build(c, objs, n, filter)) {
+	if (!plan_valid(c, objs, n, filter) &&
+	    !plan_build(c, objs, n, filter)) {
 		prom_cache_reset(c);
 		return -ENOMEM;
 	}
@@ -893,7 +934,8 @@ int parse_guest_name(const char *cmdline, size_t len, char *name,
 		if ((strcmp(arg, "-name") && strcmp(arg, "--name")) || p >= end)
 			continue;
 		{
-			const char *v = p, *vend = p + strnlen(p, (size_t)(end - p));
+			const char *v = p,
+				   *vend = p + strnlen(p, (size_t)(end - p));
 			size_t o = 0;
 
 			/* The value is a list of key=value; "guest=" or a bare first. */
@@ -903,7 +945,8 @@ int parse_guest_name(const char *cmdline, size_t len, char *name,
 				size_t il = 0;
 
 				while (s < vend && il + 1 < sizeof(item)) {
-					if (*s == ',' && s + 1 < vend && s[1] == ',') {
+					if (*s == ',' && s + 1 < vend &&
+					    s[1] == ',') {
 						item[il++] = ',';
 						s += 2;
 						continue;

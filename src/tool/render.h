@@ -35,7 +35,8 @@ void prom_name(const struct kvmstats_stat *s, bool vcpu, char *buf, size_t len);
 void text_stats(FILE *out, const struct obj *o, const regex_t *filter);
 
 /* Text: the descriptor table. */
-void text_schema(FILE *out, const struct kvmstats_file *f, const regex_t *filter);
+void text_schema(FILE *out, const struct kvmstats_file *f,
+		 const regex_t *filter);
 
 /* JSON array of StatsResult objects (one per object). */
 void json_results(FILE *out, const struct obj *objs, size_t n,

@@ -15,14 +15,14 @@
 /* Exit statuses, one per class of failure (documented in kvmstats(1)). */
 enum {
 	EXIT_OK = 0,
-	EXIT_FAIL = 1, /* a read or another system call failed */
-	EXIT_USAGE = 2, /* bad command line: option, number, regex */
-	EXIT_NODEV = 3, /* no /dev/kvmstats: module not loaded */
-	EXIT_PERM = 4, /* permission denied */
-	EXIT_NOVM = 5, /* no VM or vCPU matches the selection */
-	EXIT_GONE = 6, /* the VM exited while it was being read */
+	EXIT_FAIL = 1,	 /* a read or another system call failed */
+	EXIT_USAGE = 2,	 /* bad command line: option, number, regex */
+	EXIT_NODEV = 3,	 /* no /dev/kvmstats: module not loaded */
+	EXIT_PERM = 4,	 /* permission denied */
+	EXIT_NOVM = 5,	 /* no VM or vCPU matches the selection */
+	EXIT_GONE = 6,	 /* the VM exited while it was being read */
 	EXIT_LISTEN = 7, /* export --listen: cannot serve the address */
-	EXIT_INTR = 8, /* interrupted by a signal */
+	EXIT_INTR = 8,	 /* interrupted by a signal */
 };
 
 /* A VM being followed: its files, and two samples of each. */
@@ -33,25 +33,27 @@ struct vmrec {
 	char comm[32];
 	char name[128]; /* QEMU -name, or "" */
 	bool alive;
-	bool listed; /* seen in the latest list */
+	bool listed;   /* seen in the latest list */
 	double t_open; /* when its first sample was taken */
 	struct kvmstats_file *vm;
 	void *cur, *prev; /* VM samples */
-	unsigned int nv; /* vCPU files open */
+	unsigned int nv;  /* vCPU files open */
 	struct kvmstats_file **vcpu;
 	void **vcur, **vprev;
 };
 
 struct host {
 	int devfd;
-	const char *dir; /* KVMSTATS_STATS_DIR: recorded files instead of the device */
+	const char *
+		dir; /* KVMSTATS_STATS_DIR: recorded files instead of the device */
 	struct vmrec *vms;
 	size_t nvms;
 	struct kvmstats_sweep *sweep;
 	struct kvmstats_sample *samples;
 	size_t nsamples;
 	double t_cur, t_prev; /* CLOCK_MONOTONIC seconds of the samples */
-	unsigned long gen; /* bumped whenever a file is opened, closed or freed */
+	unsigned long
+		gen; /* bumped whenever a file is opened, closed or freed */
 };
 
 /* Helpers in main.c. */

@@ -147,7 +147,9 @@ static void add_rows(struct top *t, const struct vmrec *v, int vcpu,
 		r->exited = !v->alive;
 		r->total = kvmstats_value(s, cur, 0);
 		if (v->alive && dt > 0)
-			r->rate = ((double)r->total - (double)kvmstats_value(s, prev, 0)) / dt;
+			r->rate = ((double)r->total -
+				   (double)kvmstats_value(s, prev, 0)) /
+				  dt;
 	}
 }
 
@@ -167,7 +169,8 @@ static void add_vcpu_sums(struct top *t, const struct vmrec *v, double dt)
 		if (kvmstats_is_hist(s) || !name_matches(t->filter, s->name))
 			continue;
 		for (c = 0; c < v->nv; c++) {
-			const struct kvmstats_stat *sc = kvmstats_file_stat(v->vcpu[c], i);
+			const struct kvmstats_stat *sc =
+				kvmstats_file_stat(v->vcpu[c], i);
 
 			if (!sc || strcmp(sc->name, s->name))
 				continue; /* a vCPU with another table: leave it out */
@@ -212,7 +215,8 @@ static int row_cmp(const void *a, const void *b)
 
 static int row_ptr_cmp(const void *a, const void *b)
 {
-	return row_cmp(*(const struct row *const *)a, *(const struct row *const *)b);
+	return row_cmp(*(const struct row *const *)a,
+		       *(const struct row *const *)b);
 }
 
 static void build_rows(struct top *t)
@@ -223,7 +227,8 @@ static void build_rows(struct top *t)
 	t->nrows = 0;
 	for (i = 0; i < t->host.nvms; i++) {
 		const struct vmrec *v = &t->host.vms[i];
-		double from = t->host.t_prev > v->t_open ? t->host.t_prev : v->t_open;
+		double from =
+			t->host.t_prev > v->t_open ? t->host.t_prev : v->t_open;
 		double dt = t->host.t_cur - from;
 
 		if (!vm_selected(t, v) || !v->vm)
@@ -236,7 +241,8 @@ static void build_rows(struct top *t)
 			continue;
 		}
 		for (c = 0; c < v->nv; c++)
-			add_rows(t, v, (int)c, v->vcpu[c], v->vcur[c], v->vprev[c], dt);
+			add_rows(t, v, (int)c, v->vcpu[c], v->vcur[c],
+				 v->vprev[c], dt);
 	}
 	if (t->nrows > t->order_room) {
 		struct row **o = realloc(t->order, t->nrows * sizeof(*o));
@@ -340,7 +346,9 @@ static void print_row(FILE *out, const struct row *r)
 	} else {
 		int k = snprintf(num, sizeof(num), "%.1f", r->rate);
 
-		n = k < 0 ? 0 : (size_t)k >= sizeof(num) ? sizeof(num) - 1 : (size_t)k;
+		n = k < 0		     ? 0 :
+		    (size_t)k >= sizeof(num) ? sizeof(num) - 1 :
+					       (size_t)k;
 	}
 	p = put_right(p, num, n, 14);
 	*p++ = '\n';
@@ -379,10 +387,11 @@ static void draw(struct top *t, const char *prompt)
 	count_vms(t, &alive, &exited);
 	fputs("\033[H\033[2J", stdout);
 	printf("kvmstats top  %s  every %.1fs  VMs: %zu running, %zu exited  view: %s  sort: %s  filter: %s\n",
-	       when, t->interval, alive, exited, t->per_vcpu ? "per vCPU" : "per VM",
-	       sort_name(t->sort), t->filter ? t->filter_text : "-");
-	printf("\033[7m%-22s %-32s %20s %14s\033[0m\n", "OBJECT", "STAT", "TOTAL",
-	       "RATE/s");
+	       when, t->interval, alive, exited,
+	       t->per_vcpu ? "per vCPU" : "per VM", sort_name(t->sort),
+	       t->filter ? t->filter_text : "-");
+	printf("\033[7m%-22s %-32s %20s %14s\033[0m\n", "OBJECT", "STAT",
+	       "TOTAL", "RATE/s");
 	lines = (size_t)ws.ws_row - 3;
 	for (i = 0; i < t->nrows && i < lines; i++)
 		print_row(stdout, t->order[i]);
@@ -390,7 +399,8 @@ static void draw(struct top *t, const char *prompt)
 	if (prompt)
 		printf("filter (extended regex, empty: none): %s", prompt);
 	else
-		fputs("q quit  s sort  v per-VM/per-vCPU  f filter  +/- interval", stdout);
+		fputs("q quit  s sort  v per-VM/per-vCPU  f filter  +/- interval",
+		      stdout);
 	fflush(stdout);
 }
 
@@ -530,7 +540,8 @@ int cmd_top(int argc, char **argv)
 			t.interval = strtod(optarg, &end);
 			if (end == optarg || *end || !(t.interval >= 0.1) ||
 			    t.interval > 3600) {
-				errmsg("top: bad interval '%s' (0.1 .. 3600 seconds)", optarg);
+				errmsg("top: bad interval '%s' (0.1 .. 3600 seconds)",
+				       optarg);
 				return EXIT_USAGE;
 			}
 			break;
@@ -540,7 +551,8 @@ int cmd_top(int argc, char **argv)
 			} else if (!strcmp(optarg, "vcpu")) {
 				t.per_vcpu = true;
 			} else {
-				errmsg("top: --per wants vm or vcpu, not '%s'", optarg);
+				errmsg("top: --per wants vm or vcpu, not '%s'",
+				       optarg);
 				return EXIT_USAGE;
 			}
 			break;
@@ -552,7 +564,8 @@ int cmd_top(int argc, char **argv)
 			} else if (!strcmp(optarg, "name")) {
 				t.sort = SORT_NAME;
 			} else {
-				errmsg("top: --sort wants rate, total or name, not '%s'", optarg);
+				errmsg("top: --sort wants rate, total or name, not '%s'",
+				       optarg);
 				return EXIT_USAGE;
 			}
 			break;
@@ -560,7 +573,8 @@ int cmd_top(int argc, char **argv)
 			if (compile_filter(optarg, &t.re))
 				return EXIT_USAGE;
 			t.filter = &t.re;
-			snprintf(t.filter_text, sizeof(t.filter_text), "%s", optarg);
+			snprintf(t.filter_text, sizeof(t.filter_text), "%s",
+				 optarg);
 			break;
 		case 'b':
 			batch = true;
@@ -568,7 +582,8 @@ int cmd_top(int argc, char **argv)
 		case 'n':
 			count = strtol(optarg, &end, 10);
 			if (end == optarg || *end || count < 1) {
-				errmsg("top: -n wants a positive count, not '%s'", optarg);
+				errmsg("top: -n wants a positive count, not '%s'",
+				       optarg);
 				return EXIT_USAGE;
 			}
 			break;
@@ -638,14 +653,19 @@ int cmd_top(int argc, char **argv)
 		/* Wait out the interval; keys redraw at once. */
 		for (;;) {
 			double left = next - now_mono();
-			struct pollfd p = { .fd = STDIN_FILENO, .events = POLLIN };
+			struct pollfd p = { .fd = STDIN_FILENO,
+					    .events = POLLIN };
 			int r;
 
 			if (left <= 0 || stop_sig)
 				break;
 			if (batch) {
-				struct timespec ts = { .tv_sec = (time_t)left,
-						       .tv_nsec = (long)((left - (time_t)left) * 1e9) };
+				struct timespec ts = {
+					.tv_sec = (time_t)left,
+					.tv_nsec =
+						(long)((left - (time_t)left) *
+						       1e9)
+				};
 
 				nanosleep(&ts, NULL);
 				continue;
@@ -654,7 +674,8 @@ int cmd_top(int argc, char **argv)
 			if (r > 0) {
 				char ch;
 
-				if (read(STDIN_FILENO, &ch, 1) != 1 || !key(&t, ch)) {
+				if (read(STDIN_FILENO, &ch, 1) != 1 ||
+				    !key(&t, ch)) {
 					quit = true;
 					break;
 				}

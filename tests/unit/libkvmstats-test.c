@@ -54,12 +54,20 @@ struct dsc {
 	uint32_t bucket_size;
 };
 
-#define C(n, off) { #n, 0x000, 0, 1, off, 0 }
+#define C(n, off)                       \
+	{                               \
+#n, 0x000, 0, 1, off, 0 \
+	}
 
 static const struct dsc vm_descs[] = {
-	C(remote_tlb_flush, 0), C(remote_tlb_flush_requests, 8),
-	C(mmu_shadow_zapped, 16), C(mmu_pte_write, 24), C(mmu_pde_zapped, 32),
-	C(mmu_flooded, 40), C(mmu_recycled, 48), C(mmu_cache_miss, 56),
+	C(remote_tlb_flush, 0),
+	C(remote_tlb_flush_requests, 8),
+	C(mmu_shadow_zapped, 16),
+	C(mmu_pte_write, 24),
+	C(mmu_pde_zapped, 32),
+	C(mmu_flooded, 40),
+	C(mmu_recycled, 48),
+	C(mmu_cache_miss, 56),
 	{ "mmu_unsync", 0x001, 0, 1, 64, 0 },
 	{ "pages_4k", 0x001, 0, 1, 72, 0 },
 	{ "pages_2m", 0x001, 0, 1, 80, 0 },
@@ -70,14 +78,38 @@ static const struct dsc vm_descs[] = {
 };
 
 static const char *const vcpu_tail[] = {
-	"pf_taken", "pf_fixed", "pf_emulate", "pf_spurious", "pf_fast",
-	"pf_mmio_spte_created", "pf_guest", "tlb_flush", "invlpg", "exits",
-	"io_exits", "mmio_exits", "signal_exits", "irq_window_exits",
-	"nmi_window_exits", "l1d_flush", "halt_exits", "request_irq_exits",
-	"irq_exits", "host_state_reload", "fpu_reload", "insn_emulation",
-	"insn_emulation_fail", "hypercalls", "irq_injections", "nmi_injections",
-	"req_event", "nested_run", "directed_yield_attempted",
-	"directed_yield_successful", "preemption_reported", "preemption_other",
+	"pf_taken",
+	"pf_fixed",
+	"pf_emulate",
+	"pf_spurious",
+	"pf_fast",
+	"pf_mmio_spte_created",
+	"pf_guest",
+	"tlb_flush",
+	"invlpg",
+	"exits",
+	"io_exits",
+	"mmio_exits",
+	"signal_exits",
+	"irq_window_exits",
+	"nmi_window_exits",
+	"l1d_flush",
+	"halt_exits",
+	"request_irq_exits",
+	"irq_exits",
+	"host_state_reload",
+	"fpu_reload",
+	"insn_emulation",
+	"insn_emulation_fail",
+	"hypercalls",
+	"irq_injections",
+	"nmi_injections",
+	"req_event",
+	"nested_run",
+	"directed_yield_attempted",
+	"directed_yield_successful",
+	"preemption_reported",
+	"preemption_other",
 };
 
 static struct dsc vcpu_descs[45];
@@ -85,8 +117,10 @@ static struct dsc vcpu_descs[45];
 static void make_vcpu_descs(void)
 {
 	static const struct dsc head[] = {
-		C(halt_successful_poll, 0), C(halt_attempted_poll, 8),
-		C(halt_poll_invalid, 16), C(halt_wakeup, 24),
+		C(halt_successful_poll, 0),
+		C(halt_attempted_poll, 8),
+		C(halt_poll_invalid, 16),
+		C(halt_wakeup, 24),
 		{ "halt_poll_success_ns", 0x020, -9, 1, 32, 0 },
 		{ "halt_poll_fail_ns", 0x020, -9, 1, 40, 0 },
 		{ "halt_wait_ns", 0x020, -9, 1, 48, 0 },
@@ -99,9 +133,11 @@ static void make_vcpu_descs(void)
 
 	memcpy(vcpu_descs, head, sizeof(head));
 	for (i = 0; i < 32; i++)
-		vcpu_descs[11 + i] = (struct dsc){ vcpu_tail[i], 0, 0, 1, 832 + 8 * i, 0 };
+		vcpu_descs[11 + i] =
+			(struct dsc){ vcpu_tail[i], 0, 0, 1, 832 + 8 * i, 0 };
 	vcpu_descs[43] = (struct dsc){ "guest_mode", 0x041, 0, 1, 1088, 0 };
-	vcpu_descs[44] = (struct dsc){ "notify_window_exits", 0, 0, 1, 1096, 0 };
+	vcpu_descs[44] =
+		(struct dsc){ "notify_window_exits", 0, 0, 1, 1096, 0 };
 }
 
 /* A stats file image laid out as KVM does: header, id, descs, data. */
@@ -174,7 +210,8 @@ static unsigned int fls64_(uint64_t v)
 	return v ? 64 - (unsigned int)__builtin_clzll(v) : 0;
 }
 
-static char *render(void (*fn)(FILE *, const struct obj *, size_t, const regex_t *),
+static char *render(void (*fn)(FILE *, const struct obj *, size_t,
+			       const regex_t *),
 		    const struct obj *o, size_t n)
 {
 	char *buf = NULL;
@@ -275,7 +312,6 @@ static bool json_valid(const char *s)
 	return e && *js_ws(e) == '\0';
 }
 
-
 /* ------------------------------------------------- synthetic host sets */
 
 static uint64_t synth_rand(uint64_t *x)
@@ -366,16 +402,21 @@ static void synth_make(struct synth *sy, unsigned int vms, unsigned int vcpus,
 
 			if (special && c) {
 				memcpy(dd, vcpu_descs, sizeof(vcpu_descs));
-				dd[3] = (struct dsc){ "lin_hist_bytes", 0x113, 10, 4, 1104, 16 };
+				dd[3] = (struct dsc){
+					"lin_hist_bytes", 0x113, 10, 4, 1104, 16
+				};
 				d = dd;
 				nd = 45;
 				dsize = 1136;
 			}
 			if (special)
-				snprintf(id, sizeof(id), c ? "kvm-\"q\\%d\"/vcpu-0" : "kvm-\"q\\%d\"",
+				snprintf(id, sizeof(id),
+					 c ? "kvm-\"q\\%d\"/vcpu-0" :
+					     "kvm-\"q\\%d\"",
 					 pid);
 			else if (c)
-				snprintf(id, sizeof(id), "kvm-%d/vcpu-%u", pid + 1, c - 1);
+				snprintf(id, sizeof(id), "kvm-%d/vcpu-%u",
+					 pid + 1, c - 1);
 			else
 				snprintf(id, sizeof(id), "kvm-%d", pid + 1);
 			synth_fill(d, nd, data, k * 7919 + 1);
@@ -383,9 +424,11 @@ static void synth_make(struct synth *sy, unsigned int vms, unsigned int vcpus,
 			if (dir) {
 				char sub[512], name[64];
 
-				snprintf(sub, sizeof(sub), "%s/%d-%d", dir, pid, vfd);
+				snprintf(sub, sizeof(sub), "%s/%d-%d", dir, pid,
+					 vfd);
 				mkdir(sub, 0755);
-				snprintf(name, sizeof(name), c ? "vcpu%u" : "vm", c - 1);
+				snprintf(name, sizeof(name),
+					 c ? "vcpu%u" : "vm", c - 1);
 				fd = image_fd(&im, sub, name);
 			} else {
 				fd = image_fd(&im, NULL, "synth");
@@ -396,8 +439,11 @@ static void synth_make(struct synth *sy, unsigned int vms, unsigned int vcpus,
 				exit(1);
 			}
 			sy->bufs[k] = malloc(kvmstats_file_data_size(f));
-			kvmstats_file_read(f, sy->bufs[k], kvmstats_file_data_size(f));
-			sy->objs[k] = (struct obj){ pid, vfd, c ? (int)c - 1 : -1, f, sy->bufs[k] };
+			kvmstats_file_read(f, sy->bufs[k],
+					   kvmstats_file_data_size(f));
+			sy->objs[k] =
+				(struct obj){ pid, vfd, c ? (int)c - 1 : -1, f,
+					      sy->bufs[k] };
 			k++;
 		}
 	}
@@ -430,7 +476,8 @@ static int render_bench(int argc, char **argv)
 	(void)argc;
 	if (!out)
 		return 1;
-	synth_make(&sy, (unsigned int)atoi(argv[2]), (unsigned int)atoi(argv[3]), false, NULL);
+	synth_make(&sy, (unsigned int)atoi(argv[2]),
+		   (unsigned int)atoi(argv[3]), false, NULL);
 	struct prom_cache *c = prom_cache_new();
 
 	for (i = 0; i < scrapes; i++) {
@@ -465,13 +512,13 @@ static void test_layouts(const char *dir)
 		vmdata[i] = 1000 + i;
 	for (i = 0; i < 138; i++)
 		vcpudata[i] = 0;
-	vcpudata[48 / 8] = 1500;		/* halt_wait_ns */
-	vcpudata[568 / 8 + 0] = 2;		/* halt_wait_hist[0] */
+	vcpudata[48 / 8] = 1500;   /* halt_wait_ns */
+	vcpudata[568 / 8 + 0] = 2; /* halt_wait_hist[0] */
 	vcpudata[568 / 8 + 1] = 3;
-	vcpudata[568 / 8 + 11] = 7;		/* [1024, 2048) ns */
-	vcpudata[568 / 8 + 31] = 1;		/* [2^30, inf) */
-	vcpudata[824 / 8] = 1;			/* blocking */
-	vcpudata[(832 + 8 * 10) / 8] = 424242;	/* io_exits */
+	vcpudata[568 / 8 + 11] = 7;	       /* [1024, 2048) ns */
+	vcpudata[568 / 8 + 31] = 1;	       /* [2^30, inf) */
+	vcpudata[824 / 8] = 1;		       /* blocking */
+	vcpudata[(832 + 8 * 10) / 8] = 424242; /* io_exits */
 
 	im = build("kvm-1234", vm_descs, 15, 120, vmdata);
 	check(im.data_offset == 1032 && im.size == 1152,
@@ -482,9 +529,11 @@ static void test_layouts(const char *dir)
 	check(!err, "adopt the 6.12 VM layout (%s)", kvmstats_strerror(err));
 	if (err)
 		return;
-	check(kvmstats_file_num_stats(vm) == 15 && kvmstats_file_data_size(vm) == 120,
+	check(kvmstats_file_num_stats(vm) == 15 &&
+		      kvmstats_file_data_size(vm) == 120,
 	      "VM: 15 stats, 120-byte data block");
-	check(!strcmp(kvmstats_file_id(vm), "kvm-1234") && !kvmstats_file_is_vcpu(vm),
+	check(!strcmp(kvmstats_file_id(vm), "kvm-1234") &&
+		      !kvmstats_file_is_vcpu(vm),
 	      "VM: id kvm-1234, not a vCPU");
 	idx = kvmstats_file_find(vm, "max_mmu_rmap_size");
 	s = kvmstats_file_stat(vm, idx);
@@ -495,7 +544,8 @@ static void test_layouts(const char *dir)
 	      "VM: sample read by offset, not by descriptor order");
 	check(kvmstats_file_read(vm, buf, 119) == -EINVAL,
 	      "VM: a buffer smaller than the data block is -EINVAL");
-	check(kvmstats_file_find(vm, "nope") == -ENOENT, "find of an unknown name is -ENOENT");
+	check(kvmstats_file_find(vm, "nope") == -ENOENT,
+	      "find of an unknown name is -ENOENT");
 
 	make_vcpu_descs();
 	im = build("kvm-1235/vcpu-0", vcpu_descs, 45, 1104, vcpudata);
@@ -507,23 +557,25 @@ static void test_layouts(const char *dir)
 	check(!err, "adopt the 6.12 vCPU layout (%s)", kvmstats_strerror(err));
 	if (err)
 		return;
-	check(kvmstats_file_num_stats(vc) == 45 && kvmstats_file_data_size(vc) == 1104 &&
+	check(kvmstats_file_num_stats(vc) == 45 &&
+		      kvmstats_file_data_size(vc) == 1104 &&
 		      kvmstats_file_is_vcpu(vc),
 	      "vCPU: 45 stats, 1104-byte data block, a vCPU");
 	err = kvmstats_file_read(vc, buf, sizeof(buf));
 	check(!err, "vCPU: one pread of the data block");
 
 	s = kvmstats_file_stat(vc, kvmstats_file_find(vc, "halt_wait_hist"));
-	check(s && s->type == KVMSTATS_LOG_HIST && s->unit == KVMSTATS_UNIT_SECONDS &&
-		      s->exponent == -9 && s->size == 32 && s->bucket_size == 0 &&
-		      s->offset == 568,
+	check(s && s->type == KVMSTATS_LOG_HIST &&
+		      s->unit == KVMSTATS_UNIT_SECONDS && s->exponent == -9 &&
+		      s->size == 32 && s->bucket_size == 0 && s->offset == 568,
 	      "vCPU: halt_wait_hist is a 32-bucket log2 histogram of ns at 568");
 	check(!strcmp(kvmstats_type_name(s->type), "log2-histogram") &&
 		      !strcmp(kvmstats_unit_name(s->unit), "seconds") &&
 		      !kvmstats_unit_name(KVMSTATS_UNIT_NONE),
 	      "type and unit names are QEMU's");
 	s = kvmstats_file_stat(vc, kvmstats_file_find(vc, "blocking"));
-	check(s && s->unit == KVMSTATS_UNIT_BOOLEAN && s->type == KVMSTATS_INSTANT,
+	check(s && s->unit == KVMSTATS_UNIT_BOOLEAN &&
+		      s->type == KVMSTATS_INSTANT,
 	      "vCPU: blocking is an instant boolean");
 
 	/* Scaling. */
@@ -543,23 +595,39 @@ static void test_layouts(const char *dir)
 		kvmstats_scale_str(s, 0, t, sizeof(t));
 		ok = ok && !strcmp(t, "0");
 		kvmstats_scale_str(s, 7, t, sizeof(t));
-		check(ok && !strcmp(t, "0.000000007"), "scale_str writes ns exactly in seconds");
+		check(ok && !strcmp(t, "0.000000007"),
+		      "scale_str writes ns exactly in seconds");
 	}
 	{
-		struct kvmstats_stat mib = { .name = "x", .unit = KVMSTATS_UNIT_BYTES,
-					     .base = KVMSTATS_BASE_POW2, .exponent = 20, .size = 1 };
+		struct kvmstats_stat mib = { .name = "x",
+					     .unit = KVMSTATS_UNIT_BYTES,
+					     .base = KVMSTATS_BASE_POW2,
+					     .exponent = 20,
+					     .size = 1 };
 		char t[64];
 
 		kvmstats_scale_str(&mib, 3, t, sizeof(t));
-		check(!strcmp(t, "3145728") && kvmstats_scale(&mib, 3) == 3145728.0,
+		check(!strcmp(t, "3145728") &&
+			      kvmstats_scale(&mib, 3) == 3145728.0,
 		      "scale: 3 MiB (POW2, exponent 20) is 3145728 bytes");
 	}
 
 	/* Log2 bounds against the kernel's rule: index = min(fls64(v), size-1). */
 	s = kvmstats_file_stat(vc, kvmstats_file_find(vc, "halt_wait_hist"));
 	{
-		static const uint64_t vals[] = { 0, 1, 2, 3, 4, 7, 8, 1023, 1024, 1025,
-						 (1ull << 29) + 5, 1ull << 30, 1ull << 40,
+		static const uint64_t vals[] = { 0,
+						 1,
+						 2,
+						 3,
+						 4,
+						 7,
+						 8,
+						 1023,
+						 1024,
+						 1025,
+						 (1ull << 29) + 5,
+						 1ull << 30,
+						 1ull << 40,
 						 UINT64_MAX };
 		double lo, hi;
 
@@ -576,7 +644,8 @@ static void test_layouts(const char *dir)
 				ok = false;
 			}
 		}
-		check(ok, "log2 bounds hold every value where kvm_stats_log_hist_update puts it");
+		check(ok,
+		      "log2 bounds hold every value where kvm_stats_log_hist_update puts it");
 		kvmstats_bucket_bounds(s, 0, &lo, &hi);
 		ok = lo == 0 && hi == 1;
 		kvmstats_bucket_bounds(s, 1, &lo, &hi);
@@ -585,7 +654,8 @@ static void test_layouts(const char *dir)
 		ok = ok && lo == 1024 && hi == 2048;
 		kvmstats_bucket_bounds(s, 31, &lo, &hi);
 		ok = ok && lo == 1073741824.0 && isinf(hi);
-		check(ok, "log2 bounds: [0,1), [1,2), [1024,2048), last [2^30, inf)");
+		check(ok,
+		      "log2 bounds: [0,1), [1,2), [1024,2048), last [2^30, inf)");
 		check(kvmstats_bucket_bounds(s, 32, &lo, &hi) == -EINVAL,
 		      "bucket index past the end is -EINVAL");
 	}
@@ -604,13 +674,17 @@ static void test_layouts(const char *dir)
 		objs[1].data = buf;
 		j = render(json_results, objs, 2);
 		check(json_valid(j), "show --json output is valid JSON");
-		check(strstr(j, "\"name\": \"halt_wait_hist\", \"value\": [2, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 7,") != NULL,
+		check(strstr(j,
+			     "\"name\": \"halt_wait_hist\", \"value\": [2, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 7,") !=
+			      NULL,
 		      "JSON histogram list runs from bucket 0 upward");
 		check(strstr(j, "\"name\": \"blocking\", \"value\": true") &&
-			      strstr(j, "\"name\": \"guest_mode\", \"value\": false"),
+			      strstr(j,
+				     "\"name\": \"guest_mode\", \"value\": false"),
 		      "JSON booleans are true/false");
 		check(strstr(j, "\"name\": \"io_exits\", \"value\": 424242") &&
-			      strstr(j, "\"pid\": 1234, \"fd\": 10, \"vcpu\": 0") &&
+			      strstr(j,
+				     "\"pid\": 1234, \"fd\": 10, \"vcpu\": 0") &&
 			      strstr(j, "\"provider\": \"kvm\""),
 		      "JSON scalars raw, with provider, pid, fd and vcpu");
 		free(j);
@@ -622,8 +696,10 @@ static void test_layouts(const char *dir)
 			json_schemas(f, vm, vc, NULL);
 			fclose(f);
 			check(json_valid(sb) &&
-				      strstr(sb, "{\"name\": \"halt_wait_ns\", \"type\": \"cumulative\", \"unit\": \"seconds\", \"base\": 10, \"exponent\": -9}") &&
-				      strstr(sb, "{\"name\": \"exits\", \"type\": \"cumulative\", \"exponent\": 0}"),
+				      strstr(sb,
+					     "{\"name\": \"halt_wait_ns\", \"type\": \"cumulative\", \"unit\": \"seconds\", \"base\": 10, \"exponent\": -9}") &&
+				      strstr(sb,
+					     "{\"name\": \"exits\", \"type\": \"cumulative\", \"exponent\": 0}"),
 			      "schema --json is valid and follows StatsSchemaValue");
 			free(sb);
 		}
@@ -641,23 +717,31 @@ static void test_layouts(const char *dir)
 			}
 		}
 		check(strstr(p, "# TYPE kvm_vcpu_io_exits_total counter\n") &&
-			      strstr(p, "kvm_vcpu_io_exits_total{pid=\"1234\",fd=\"10\",id=\"kvm-1235/vcpu-0\",vcpu=\"0\"} 424242\n"),
+			      strstr(p,
+				     "kvm_vcpu_io_exits_total{pid=\"1234\",fd=\"10\",id=\"kvm-1235/vcpu-0\",vcpu=\"0\"} 424242\n"),
 		      "Prometheus counter with _total and pid/fd/id/vcpu labels");
-		check(strstr(p, "# TYPE kvm_vcpu_halt_wait_seconds_total counter\n") &&
-			      strstr(p, "kvm_vcpu_halt_wait_seconds_total{pid=\"1234\",fd=\"10\",id=\"kvm-1235/vcpu-0\",vcpu=\"0\"} 0.0000015\n"),
+		check(strstr(p,
+			     "# TYPE kvm_vcpu_halt_wait_seconds_total counter\n") &&
+			      strstr(p,
+				     "kvm_vcpu_halt_wait_seconds_total{pid=\"1234\",fd=\"10\",id=\"kvm-1235/vcpu-0\",vcpu=\"0\"} 0.0000015\n"),
 		      "Prometheus: _ns counter becomes _seconds_total, exact value");
 		check(strstr(p, "# TYPE kvm_vm_max_mmu_rmap_size gauge\n") &&
-			      strstr(p, "kvm_vm_max_mmu_rmap_size{pid=\"1234\",fd=\"10\",id=\"kvm-1234\"} 1014\n") &&
+			      strstr(p,
+				     "kvm_vm_max_mmu_rmap_size{pid=\"1234\",fd=\"10\",id=\"kvm-1234\"} 1014\n") &&
 			      strstr(p, "# TYPE kvm_vcpu_blocking gauge\n") &&
-			      strstr(p, "kvm_vcpu_blocking{pid=\"1234\",fd=\"10\",id=\"kvm-1235/vcpu-0\",vcpu=\"0\"} 1\n"),
+			      strstr(p,
+				     "kvm_vcpu_blocking{pid=\"1234\",fd=\"10\",id=\"kvm-1235/vcpu-0\",vcpu=\"0\"} 1\n"),
 		      "Prometheus: peak and boolean as gauges, boolean 0/1");
-		q = strstr(p, "# TYPE kvm_vcpu_halt_wait_hist_seconds histogram\n");
+		q = strstr(
+			p,
+			"# TYPE kvm_vcpu_halt_wait_hist_seconds histogram\n");
 		check(q && strstr(q, "kvm_vcpu_halt_wait_hist_seconds_bucket{pid=\"1234\",fd=\"10\",id=\"kvm-1235/vcpu-0\",vcpu=\"0\",le=\"0\"} 2\n") &&
 			      strstr(q, "le=\"0.000000001\"} 5\n") &&
 			      strstr(q, "le=\"0.000001023\"} 5\n") &&
 			      strstr(q, "le=\"0.000002047\"} 12\n") &&
 			      strstr(q, "le=\"+Inf\"} 13\n") &&
-			      strstr(q, "kvm_vcpu_halt_wait_hist_seconds_count{pid=\"1234\",fd=\"10\",id=\"kvm-1235/vcpu-0\",vcpu=\"0\"} 13\n"),
+			      strstr(q,
+				     "kvm_vcpu_halt_wait_hist_seconds_count{pid=\"1234\",fd=\"10\",id=\"kvm-1235/vcpu-0\",vcpu=\"0\"} 13\n"),
 		      "Prometheus histogram: cumulative buckets, le in seconds, +Inf, _count");
 		check(!strstr(p, "_sum"), "Prometheus: no invented _sum");
 		{
@@ -689,17 +773,20 @@ static void test_layouts(const char *dir)
 		int nullfd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 
 		err = kvmstats_sweep_new(-1, 0, &sw);
-		check(!err && kvmstats_sweep_run(sw, smp, 2) == 0 && !smp[0].result &&
-			      !smp[1].result && !memcmp(b2, buf, 1104) &&
+		check(!err && kvmstats_sweep_run(sw, smp, 2) == 0 &&
+			      !smp[0].result && !smp[1].result &&
+			      !memcmp(b2, buf, 1104) &&
 			      kvmstats_sweep_batched(sw) == 0,
 		      "sweep without /dev/kvmstats falls back to pread");
 		kvmstats_sweep_free(sw);
 		err = kvmstats_sweep_new(nullfd, 1, &sw);
 		memset(b2, 0, sizeof(b2));
-		check(!err && kvmstats_sweep_run(sw, smp, 2) == 0 && !memcmp(b2, buf, 1104),
+		check(!err && kvmstats_sweep_run(sw, smp, 2) == 0 &&
+			      !memcmp(b2, buf, 1104),
 		      "sweep falls back to pread when the ioctl is missing (ENOTTY)");
 		smp[1].len = 100;
-		check(kvmstats_sweep_run(sw, smp, 2) == 1 && smp[1].result == -EINVAL,
+		check(kvmstats_sweep_run(sw, smp, 2) == 1 &&
+			      smp[1].result == -EINVAL,
 		      "sweep reports a too-small buffer per sample");
 		kvmstats_sweep_free(sw);
 		close(nullfd);
@@ -722,7 +809,8 @@ static void test_linear(void)
 	int fd = image_fd(&im, NULL, "lin");
 
 	free(im.buf);
-	if (!check(!kvmstats_file_adopt(fd, 0, &f), "adopt a linear histogram of KiB"))
+	if (!check(!kvmstats_file_adopt(fd, 0, &f),
+		   "adopt a linear histogram of KiB"))
 		return;
 	s = kvmstats_file_stat(f, 0);
 	kvmstats_bucket_bounds(s, 0, &lo, &hi);
@@ -732,7 +820,8 @@ static void test_linear(void)
 	kvmstats_bucket_bounds(s, 3, &lo, &hi);
 	ok = ok && lo == 30 && isinf(hi);
 	check(ok, "linear bounds: [0,10), [20,30), last [30, inf)");
-	check(kvmstats_scale(s, 10) == 10240.0, "linear KiB bound 10 is 10240 bytes");
+	check(kvmstats_scale(s, 10) == 10240.0,
+	      "linear KiB bound 10 is 10240 bytes");
 	{
 		unsigned char b[32];
 		struct obj o = { 1, 3, -1, f, b };
@@ -740,8 +829,10 @@ static void test_linear(void)
 
 		kvmstats_file_read(f, b, sizeof(b));
 		p = render(prom_render, &o, 1);
-		check(strstr(p, "kvm_vm_lin_bytes_bucket{pid=\"1\",fd=\"3\",id=\"kvm-1\",le=\"9216\"} 1\n") &&
-			      strstr(p, "le=\"29696\"} 6\n") && strstr(p, "le=\"+Inf\"} 10\n"),
+		check(strstr(p,
+			     "kvm_vm_lin_bytes_bucket{pid=\"1\",fd=\"3\",id=\"kvm-1\",le=\"9216\"} 1\n") &&
+			      strstr(p, "le=\"29696\"} 6\n") &&
+			      strstr(p, "le=\"+Inf\"} 10\n"),
 		      "Prometheus linear histogram: le = (i+1)*bucket_size - 1 raw, in bytes");
 		free(p);
 	}
@@ -762,25 +853,26 @@ static void test_malformed(void)
 	struct kvmstats_file *f;
 	int fd, err;
 
-#define EXPECT_BAD(what, mutate)						\
-	do {									\
-		memcpy(d, good, sizeof(good));					\
-		im = build("kvm-9", d, 2, 40, data);				\
-		h = (struct kvm_stats_header *)im.buf;				\
-		(void)h;							\
-		mutate;								\
-		fd = image_fd(&im, NULL, "bad");				\
-		free(im.buf);							\
-		err = kvmstats_file_adopt(fd, 0, &f);				\
-		check(err == -EBADMSG && fcntl(fd, F_GETFD) >= 0,		\
-		      "malformed: %s is -EBADMSG, fd left open (%d)", what, err); \
-		if (!err)							\
-			kvmstats_file_free(f);					\
-		else								\
-			close(fd);						\
+#define EXPECT_BAD(what, mutate)                                            \
+	do {                                                                \
+		memcpy(d, good, sizeof(good));                              \
+		im = build("kvm-9", d, 2, 40, data);                        \
+		h = (struct kvm_stats_header *)im.buf;                      \
+		(void)h;                                                    \
+		mutate;                                                     \
+		fd = image_fd(&im, NULL, "bad");                            \
+		free(im.buf);                                               \
+		err = kvmstats_file_adopt(fd, 0, &f);                       \
+		check(err == -EBADMSG && fcntl(fd, F_GETFD) >= 0,           \
+		      "malformed: %s is -EBADMSG, fd left open (%d)", what, \
+		      err);                                                 \
+		if (!err)                                                   \
+			kvmstats_file_free(f);                              \
+		else                                                        \
+			close(fd);                                          \
 	} while (0)
 
-#define DESC(i) ((struct kvm_stats_desc *)(im.buf + h->desc_offset + (i) * 64))
+#define DESC(i) ((struct kvm_stats_desc *)(im.buf + h->desc_offset + (i)*64))
 	memcpy(d, good, sizeof(good));
 	im = build("kvm-9", d, 2, 40, data);
 	fd = image_fd(&im, NULL, "good");
@@ -794,8 +886,10 @@ static void test_malformed(void)
 	EXPECT_BAD("name_size 0", h->name_size = 0);
 	EXPECT_BAD("id_offset inside the header", h->id_offset = 8);
 	EXPECT_BAD("an id without NUL", memset(im.buf + 24, 'x', 48));
-	EXPECT_BAD("descriptors overlapping the data", h->data_offset = h->desc_offset + 64);
-	EXPECT_BAD("descriptors past the end of the file", h->desc_offset = 100000);
+	EXPECT_BAD("descriptors overlapping the data",
+		   h->data_offset = h->desc_offset + 64);
+	EXPECT_BAD("descriptors past the end of the file",
+		   h->desc_offset = 100000);
 	EXPECT_BAD("a huge num_desc", h->num_desc = 0x7fffffff);
 	EXPECT_BAD("a name without NUL", memset(DESC(0)->name, 'y', 48));
 	EXPECT_BAD("an empty name", DESC(0)->name[0] = 0);
@@ -804,18 +898,23 @@ static void test_malformed(void)
 	EXPECT_BAD("base 2", DESC(0)->flags = 0x200);
 	EXPECT_BAD("seconds with a positive exponent", DESC(1)->exponent = 3);
 	EXPECT_BAD("a count with a negative exponent", DESC(0)->exponent = -1);
-	EXPECT_BAD("a boolean log histogram", DESC(1)->flags = 0x044; DESC(1)->exponent = 0);
+	EXPECT_BAD("a boolean log histogram", DESC(1)->flags = 0x044;
+		   DESC(1)->exponent = 0);
 	EXPECT_BAD("size 0", DESC(0)->size = 0);
 	EXPECT_BAD("a scalar with size 2", DESC(0)->size = 2);
 	EXPECT_BAD("bucket_size on a log histogram", DESC(1)->bucket_size = 4);
-	EXPECT_BAD("a linear histogram without bucket_size", DESC(1)->flags = 0x023);
+	EXPECT_BAD("a linear histogram without bucket_size",
+		   DESC(1)->flags = 0x023);
 	EXPECT_BAD("a stat past the end of the data", DESC(1)->offset = 4000);
 	EXPECT_BAD("a short data block", im.size -= 8);
 	EXPECT_BAD("data overlapping the header", h->data_offset = 8);
 
-	check(kvmstats_file_adopt(-1, 0, &f) == -EINVAL, "adopt of fd -1 is -EINVAL");
-	check(!strcmp(kvmstats_strerror(-EBADMSG), "malformed KVM stats file") &&
-		      strlen(kvmstats_strerror(-ENOENT)) > 0 && kvmstats_strerror(99999),
+	check(kvmstats_file_adopt(-1, 0, &f) == -EINVAL,
+	      "adopt of fd -1 is -EINVAL");
+	check(!strcmp(kvmstats_strerror(-EBADMSG),
+		      "malformed KVM stats file") &&
+		      strlen(kvmstats_strerror(-ENOENT)) > 0 &&
+		      kvmstats_strerror(99999),
 	      "kvmstats_strerror explains -errno values");
 }
 
@@ -829,10 +928,13 @@ static void test_guest_name(void)
 	bool ok;
 
 	ok = parse_guest_name(a, sizeof(a), n, sizeof(n)) && !strcmp(n, "demo");
-	ok = ok && parse_guest_name(b, sizeof(b), n, sizeof(n)) && !strcmp(n, "web,1");
-	ok = ok && parse_guest_name(c, sizeof(c), n, sizeof(n)) && !strcmp(n, "db");
+	ok = ok && parse_guest_name(b, sizeof(b), n, sizeof(n)) &&
+	     !strcmp(n, "web,1");
+	ok = ok && parse_guest_name(c, sizeof(c), n, sizeof(n)) &&
+	     !strcmp(n, "db");
 	ok = ok && !parse_guest_name(d, sizeof(d), n, sizeof(n));
-	check(ok, "QEMU -name parsing: plain, guest=, ',,' escape, options, missing");
+	check(ok,
+	      "QEMU -name parsing: plain, guest=, ',,' escape, options, missing");
 }
 
 /* A native KVM_GET_STATS_FD fd, when this host has /dev/kvm. */
@@ -849,13 +951,17 @@ static void test_native(void)
 	vm = ioctl(kvm, KVM_CREATE_VM, 0);
 	sfd = vm < 0 ? -1 : ioctl(vm, KVM_GET_STATS_FD, 0);
 	if (sfd < 0) {
-		printf("ok - adopt a native KVM_GET_STATS_FD fd # SKIP %s\n", strerror(errno));
+		printf("ok - adopt a native KVM_GET_STATS_FD fd # SKIP %s\n",
+		       strerror(errno));
 		goto out;
 	}
 	err = kvmstats_file_adopt(sfd, 0, &f);
-	if (check(!err, "adopt a native KVM_GET_STATS_FD VM fd (%s)", kvmstats_strerror(err))) {
+	if (check(!err, "adopt a native KVM_GET_STATS_FD VM fd (%s)",
+		  kvmstats_strerror(err))) {
 		unsigned char buf[4096];
-		struct kvmstats_sample smp = { .file = f, .buf = buf, .len = sizeof(buf) };
+		struct kvmstats_sample smp = { .file = f,
+					       .buf = buf,
+					       .len = sizeof(buf) };
 		struct kvmstats_sweep *sw;
 		int nullfd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 
@@ -864,7 +970,8 @@ static void test_native(void)
 			      !kvmstats_file_read(f, buf, sizeof(buf)),
 		      "native fd: id kvm-..., descriptors, one data read");
 		kvmstats_sweep_new(nullfd, 0, &sw);
-		check(kvmstats_sweep_run(sw, &smp, 1) == 0, "native fd sampled by a sweep");
+		check(kvmstats_sweep_run(sw, &smp, 1) == 0,
+		      "native fd sampled by a sweep");
 		kvmstats_sweep_free(sw);
 		close(nullfd);
 		kvmstats_file_free(f);
@@ -876,7 +983,6 @@ out:
 		close(vm);
 	close(kvm);
 }
-
 
 /*
  * --check-histograms PROM STATS: every histogram of the stats file STATS
@@ -928,8 +1034,9 @@ static int check_histograms(const char *prom, const char *stats)
 		if (!kvmstats_is_hist(s))
 			continue;
 		families++;
-		snprintf(fam, sizeof(fam), "kvm_%s_%s%s", kvmstats_file_is_vcpu(f) ? "vcpu" : "vm",
-			 s->name, s->unit == KVMSTATS_UNIT_SECONDS ? "_seconds" : "");
+		snprintf(fam, sizeof(fam), "kvm_%s_%s%s",
+			 kvmstats_file_is_vcpu(f) ? "vcpu" : "vm", s->name,
+			 s->unit == KVMSTATS_UNIT_SECONDS ? "_seconds" : "");
 		snprintf(head, sizeof(head), "# TYPE %s histogram\n", fam);
 		p = strstr(text, head);
 		if (!p) {
@@ -944,8 +1051,10 @@ static int check_histograms(const char *prom, const char *stats)
 
 			cum += kvmstats_value(s, data, b);
 			if (b + 1 < s->size) {
-				double hi = s->type == KVMSTATS_LOG_HIST ? ldexp(1.0, (int)b) :
-									  (double)(b + 1) * s->bucket_size;
+				double hi = s->type == KVMSTATS_LOG_HIST ?
+						    ldexp(1.0, (int)b) :
+						    (double)(b + 1) *
+							    s->bucket_size;
 
 				want_le = kvmstats_scale(s, hi - 1);
 			}
@@ -955,7 +1064,8 @@ static int check_histograms(const char *prom, const char *stats)
 				do {
 					q = strstr(q + 1, key);
 				} while (q && (!strstr(q, id_label) ||
-					       strstr(q, id_label) > strchr(q + 1, '\n')));
+					       strstr(q, id_label) >
+						       strchr(q + 1, '\n')));
 				if (!q)
 					break;
 			}
@@ -974,12 +1084,14 @@ static int check_histograms(const char *prom, const char *stats)
 				ok = !strncmp(le, "+Inf\"", 5);
 			} else {
 				got_le = strtod(le, NULL);
-				ok = fabs(got_le - want_le) <= 1e-12 * (want_le > 1 ? want_le : 1);
+				ok = fabs(got_le - want_le) <=
+				     1e-12 * (want_le > 1 ? want_le : 1);
 			}
 			got = strtoull(strchr(le, '}') + 1, NULL, 10);
 			if (!ok || got != cum) {
 				printf("# %s bucket %u: le %.*s count %llu, want le %.17g count %llu\n",
-				       fam, b, (int)strcspn(le, "\""), le, got, want_le, cum);
+				       fam, b, (int)strcspn(le, "\""), le, got,
+				       want_le, cum);
 				ok = false;
 			}
 		}
@@ -989,20 +1101,22 @@ static int check_histograms(const char *prom, const char *stats)
 
 			snprintf(key, sizeof(key), "\n%s_count{", fam);
 			q = strstr(p, key);
-			ok = q && strtoull(strchr(q, '}') + 1, NULL, 10) == cum &&
+			ok = q &&
+			     strtoull(strchr(q, '}') + 1, NULL, 10) == cum &&
 			     !strstr(text, "_sum{");
 		}
-		check(ok, "%s matches the raw data bucket by bucket (%u buckets, %llu samples)",
+		check(ok,
+		      "%s matches the raw data bucket by bucket (%u buckets, %llu samples)",
 		      fam, s->size, cum);
 	}
 	snprintf(target, sizeof(target), "%u", families);
-	check(families > 0, "the raw file has histograms to check (%s)", target);
+	check(families > 0, "the raw file has histograms to check (%s)",
+	      target);
 	kvmstats_file_free(f);
 	free(data);
 	free(text);
 	return failures ? 1 : 0;
 }
-
 
 /*
  * The exposition of a small synthetic host (two 6.12 VMs with two vCPUs,
@@ -1024,7 +1138,8 @@ static void test_golden(const char *dir)
 		p = strstr(exe, "/build/unit/");
 		if (p) {
 			*p = '\0';
-			snprintf(path, sizeof(path), "%s/tests/unit/exposition-6.12.prom", exe);
+			snprintf(path, sizeof(path),
+				 "%s/tests/unit/exposition-6.12.prom", exe);
 			want = slurp(path);
 		}
 	}
@@ -1039,7 +1154,8 @@ static void test_golden(const char *dir)
 		}
 	}
 	if (!want)
-		check(0, "exposition pinned: read tests/unit/exposition-6.12.prom");
+		check(0,
+		      "exposition pinned: read tests/unit/exposition-6.12.prom");
 	else
 		check(!strcmp(got, want),
 		      "exposition of the synthetic host equals tests/unit/exposition-6.12.prom byte for byte");
@@ -1057,8 +1173,8 @@ int main(int argc, char **argv)
 		struct synth sy;
 
 		mkdir(argv[2], 0755);
-		synth_make(&sy, (unsigned int)atoi(argv[3]), (unsigned int)atoi(argv[4]),
-			   false, argv[2]);
+		synth_make(&sy, (unsigned int)atoi(argv[3]),
+			   (unsigned int)atoi(argv[4]), false, argv[2]);
 		synth_free(&sy);
 		return 0;
 	}
@@ -1078,6 +1194,7 @@ int main(int argc, char **argv)
 	test_guest_name();
 	test_native();
 	test_golden(dir);
-	printf("# libkvmstats unit tests: %d passed, %d failed\n", passes, failures);
+	printf("# libkvmstats unit tests: %d passed, %d failed\n", passes,
+	       failures);
 	return failures ? 1 : 0;
 }
