@@ -26,7 +26,7 @@ set title "KVMSTATS\\_LIST\\_VMS, 64 VMs among idle processes"
 set xlabel "open fds on the host, thousands"
 set ylabel "ms per call (TCG)"
 set xtics auto
-set key top left box opaque
+set key bottom right box opaque
 set yrange [0:*]
 set fit quiet
 set fit logfile "/dev/null"
