@@ -41,27 +41,27 @@
 
 #include "rel_util.h"
 
-#define PAGE		4096ul
-#define POOL_MAX	12		/* kvmstats stats fds kept open */
-#define BUF_PAGES	16		/* data buffers before their guard page */
-#define OPS_PAGES	33		/* room for KVMSTATS_BATCH_MAX ops + slack */
-#define MAX_REPORTS	25
+#define PAGE	    4096ul
+#define POOL_MAX    12 /* kvmstats stats fds kept open */
+#define BUF_PAGES   16 /* data buffers before their guard page */
+#define OPS_PAGES   33 /* room for KVMSTATS_BATCH_MAX ops + slack */
+#define MAX_REPORTS 25
 
 /* Allowed outcomes: a bit per errno we care about, bit 0 for success. */
-#define R_OK_		(1ull << 0)
-#define R(e)		(1ull << (e))
-#define R_ANY_GETFD	(R_OK_ | R(ESRCH) | R(EBADF) | R(EINVAL) | R(ENOENT))
+#define R_OK_	    (1ull << 0)
+#define R(e)	    (1ull << (e))
+#define R_ANY_GETFD (R_OK_ | R(ESRCH) | R(EBADF) | R(EINVAL) | R(ENOENT))
 
 static int dev;
 static struct rng rng;
 static uint64_t call_nr;
-static unsigned long user_max;		/* highest valid user address */
+static unsigned long user_max; /* highest valid user address */
 
 /* Memory arenas. */
-static uint8_t *sarea;		/* one RW page + guard: ioctl structs */
-static uint8_t *ro_w, *ro_r;	/* one page: RW alias and RO view */
-static uint8_t *bufs;		/* BUF_PAGES RW + guard: read buffers */
-static uint8_t *opsarea;	/* OPS_PAGES RW + guard: READ_BATCH ops */
+static uint8_t *sarea;	     /* one RW page + guard: ioctl structs */
+static uint8_t *ro_w, *ro_r; /* one page: RW alias and RO view */
+static uint8_t *bufs;	     /* BUF_PAGES RW + guard: read buffers */
+static uint8_t *opsarea;     /* OPS_PAGES RW + guard: READ_BATCH ops */
 
 /* The cast. */
 static struct vm *vm;
@@ -80,20 +80,27 @@ static int expect_nr;
 struct pooled {
 	int fd;
 	bool vcpu;
-	loff_t fpos;		/* where read(2) continues */
-	struct stats_blob *blob;	/* contents at creation */
+	loff_t fpos;		 /* where read(2) continues */
+	struct stats_blob *blob; /* contents at creation */
 };
 static struct pooled pool[POOL_MAX];
 static int pool_nr;
 
 /* Statistics per action. */
 enum act {
-	A_GETFD, A_LIST, A_BATCH, A_VERSION, A_OTHER_CMD, A_FILEOP, A_POOL,
+	A_GETFD,
+	A_LIST,
+	A_BATCH,
+	A_VERSION,
+	A_OTHER_CMD,
+	A_FILEOP,
+	A_POOL,
 	A_NR
 };
 static const char *const act_name[A_NR] = {
-	"GET_STATS_FD", "LIST_VMS", "READ_BATCH", "GET_API_VERSION",
-	"other commands", "stats fd file operations", "stats fd churn",
+	"GET_STATS_FD",	   "LIST_VMS",	     "READ_BATCH",
+	"GET_API_VERSION", "other commands", "stats fd file operations",
+	"stats fd churn",
 };
 static unsigned long act_calls[A_NR], act_bad[A_NR];
 static unsigned long fds_made, batch_ops, batch_mismatch, live_bad;
@@ -111,8 +118,8 @@ static void bad(enum act a, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	tap_diag("call %llu (%s): %s", (unsigned long long)call_nr,
-		 act_name[a], msg);
+	tap_diag("call %llu (%s): %s", (unsigned long long)call_nr, act_name[a],
+		 msg);
 }
 
 static const char *res_str(long r, char *buf, size_t len)
@@ -136,8 +143,15 @@ static bool allowed(uint64_t set, long r)
 /* ---- pointers ---- */
 
 enum ptrk {
-	PK_VALID, PK_MISALIGNED, PK_NULL, PK_UNMAPPED, PK_KERNEL,
-	PK_NONCANON, PK_STRADDLE, PK_RDONLY, PK_NR
+	PK_VALID,
+	PK_MISALIGNED,
+	PK_NULL,
+	PK_UNMAPPED,
+	PK_KERNEL,
+	PK_NONCANON,
+	PK_STRADDLE,
+	PK_RDONLY,
+	PK_NR
 };
 
 static const uint64_t kernel_addrs[] = {
@@ -169,8 +183,8 @@ static enum ptrk pick_ptrk(void)
 
 static uint64_t kernel_addr(void)
 {
-	uint64_t a = kernel_addrs[rng_below(&rng, sizeof(kernel_addrs) /
-					    sizeof(kernel_addrs[0]))];
+	uint64_t a = kernel_addrs[rng_below(
+		&rng, sizeof(kernel_addrs) / sizeof(kernel_addrs[0]))];
 
 	/* An offset, but never one that wraps around to user addresses. */
 	if (a < 0xfffffffffffff000ull && rng_chance(&rng, 50))
@@ -192,14 +206,17 @@ static uint64_t place_struct(enum ptrk k, const void *src, size_t size,
 	switch (k) {
 	case PK_VALID:
 	case PK_MISALIGNED:
-		off = (k == PK_VALID ? 8 * rng_below(&rng, 16) :
-		       1 + rng_below(&rng, 7) + 8 * rng_below(&rng, 8));
+		off = (k == PK_VALID ?
+			       8 * rng_below(&rng, 16) :
+			       1 + rng_below(&rng, 7) + 8 * rng_below(&rng, 8));
 		p = sarea + off;
 		memcpy(p, src, size);
 		*readable = *writable = PAGE - off;
 		return (uint64_t)(uintptr_t)p;
 	case PK_STRADDLE:
-		n = 1 + rng_below(&rng, size > 1 ? size - 1 : 1); /* bytes before the guard */
+		n = 1 + rng_below(&rng, size > 1 ?
+						size - 1 :
+						1); /* bytes before the guard */
 		p = sarea + PAGE - n;
 		memcpy(p, src, n);
 		*readable = *writable = n;
@@ -215,14 +232,17 @@ static uint64_t place_struct(enum ptrk k, const void *src, size_t size,
 		return 0;
 	case PK_UNMAPPED:
 		*readable = *writable = 0;
-		return (uint64_t)(uintptr_t)bad_address() + 8 * rng_below(&rng, 64);
+		return (uint64_t)(uintptr_t)bad_address() +
+		       8 * rng_below(&rng, 64);
 	case PK_KERNEL:
 		*readable = *writable = 0;
 		return kernel_addr();
 	default:
 		*readable = *writable = 0;
-		return rng_chance(&rng, 50) ? 0x0000800000000000ull :
-		       0x8000000000000000ull + 8 * rng_below(&rng, 1 << 20);
+		return rng_chance(&rng, 50) ?
+			       0x0000800000000000ull :
+			       0x8000000000000000ull +
+				       8 * rng_below(&rng, 1 << 20);
 	}
 }
 
@@ -269,8 +289,9 @@ static uint64_t place_buf(enum ptrk k, uint64_t len, size_t *avail,
 		*access_ok = 0;
 		return kernel_addr();
 	default:
-		a = rng_chance(&rng, 50) ? 0x0000800000000000ull :
-		    0x8000000000000000ull + rng_below(&rng, 1 << 20);
+		a = rng_chance(&rng, 50) ?
+			    0x0000800000000000ull :
+			    0x8000000000000000ull + rng_below(&rng, 1 << 20);
 		*avail = 0;
 		*access_ok = a >= 0x8000000000000000ull ? 0 : -1;
 		return a;
@@ -310,7 +331,7 @@ static int pick_fd(void)
 	if (x < 20)
 		return child.vm_fd;
 	if (x < 26)
-		return child.info.vm_fd;	/* a number in the child */
+		return child.info.vm_fd; /* a number in the child */
 	if (x < 30)
 		return vm->vcpus[rng_below(&rng, vm->nr_vcpus)]->fd;
 	if (x < 34)
@@ -349,7 +370,9 @@ static pid_t pick_pid(void)
 	if (x < 80)
 		return -(pid_t)rng_below(&rng, 100) - 1;
 	if (x < 85)
-		return rng_chance(&rng, 50) ? INT_MAX : (pid_t)(pid_max + rng_below(&rng, 1000));
+		return rng_chance(&rng, 50) ?
+			       INT_MAX :
+			       (pid_t)(pid_max + rng_below(&rng, 1000));
 	return (pid_t)rng_below(&rng, 400) + 1;
 }
 
@@ -366,7 +389,7 @@ static uint64_t getfd_oracle(const struct kvmstats_fd_request *q)
 	if (pid < 0 || pid >= pid_max || pid == thread_tid || pid == reaped_pid)
 		return R(ESRCH);
 	if (pid != self_pid && pid != child.info.pid && pid != 1)
-		return R_ANY_GETFD;	/* some process of the guest, or none */
+		return R_ANY_GETFD; /* some process of the guest, or none */
 	k = fd_kind(pid, q->fd);
 	if (k == FK_NONE)
 		return R(EBADF);
@@ -452,11 +475,12 @@ static void check_new_fd(int fd, const struct kvmstats_fd_request *q)
 
 	fds_made++;
 	if (!(fdfl & FD_CLOEXEC) || (fl & O_ACCMODE) != O_RDONLY)
-		bad(A_GETFD, "new stats fd %d: fd flags %#x, file flags %#x", fd,
-		    fdfl, fl);
+		bad(A_GETFD, "new stats fd %d: fd flags %#x, file flags %#x",
+		    fd, fdfl, fl);
 	if (pread(fd, &h, sizeof(h), 0) != sizeof(h) ||
 	    memcmp(&h, want, sizeof(h)))
-		bad(A_GETFD, "new stats fd for vcpu %d has a wrong header", q->vcpu);
+		bad(A_GETFD, "new stats fd for vcpu %d has a wrong header",
+		    q->vcpu);
 	if (pool_nr < POOL_MAX && rng_chance(&rng, 30))
 		pool_add(fd, q->vcpu >= 0);
 	else {
@@ -479,10 +503,18 @@ static void act_getfd(void)
 	q.pid = pick_pid();
 	q.fd = pick_fd();
 	switch (rng_below(&rng, 10)) {
-	case 0: q.vcpu = (int)rng_next(&rng); break;
-	case 1: q.vcpu = -2 - (int)rng_below(&rng, 3); break;
-	case 2: q.vcpu = FUZZ_VCPUS + (int)rng_below(&rng, 20); break;
-	default: q.vcpu = (int)rng_below(&rng, FUZZ_VCPUS + 1) - 1; break;
+	case 0:
+		q.vcpu = (int)rng_next(&rng);
+		break;
+	case 1:
+		q.vcpu = -2 - (int)rng_below(&rng, 3);
+		break;
+	case 2:
+		q.vcpu = FUZZ_VCPUS + (int)rng_below(&rng, 20);
+		break;
+	default:
+		q.vcpu = (int)rng_below(&rng, FUZZ_VCPUS + 1) - 1;
+		break;
 	}
 	if (rng_chance(&rng, 12))
 		q.flags = 1u << rng_below(&rng, 32);
@@ -495,11 +527,13 @@ static void act_getfd(void)
 	r = __test_ioctl(dev, KVMSTATS_GET_STATS_FD, arg);
 	set = readable < sizeof(q) ? R(EFAULT) : getfd_oracle(&q);
 	if (!allowed(set, r))
-		bad(A_GETFD, "pid %d fd %d vcpu %d flags %#x reserved %#llx/%#llx "
-		    "ptr kind %d: got %s, allowed mask %#llx", q.pid, q.fd,
-		    q.vcpu, q.flags, (unsigned long long)q.reserved[0],
-		    (unsigned long long)q.reserved[1], k, res_str(r, b1, sizeof(b1)),
-		    (unsigned long long)set);
+		bad(A_GETFD,
+		    "pid %d fd %d vcpu %d flags %#x reserved %#llx/%#llx "
+		    "ptr kind %d: got %s, allowed mask %#llx",
+		    q.pid, q.fd, q.vcpu, q.flags,
+		    (unsigned long long)q.reserved[0],
+		    (unsigned long long)q.reserved[1], k,
+		    res_str(r, b1, sizeof(b1)), (unsigned long long)set);
 	if (r >= 0)
 		check_new_fd((int)r, &q);
 }
@@ -516,17 +550,26 @@ static void act_list(void)
 	long r;
 
 	switch (rng_below(&rng, 6)) {
-	case 0: hdr.nr = 0; break;
-	case 1: hdr.nr = (uint32_t)rng_next(&rng); break;
-	case 2: hdr.nr = 65536 + (uint32_t)rng_below(&rng, 3) - 1; break;
-	default: hdr.nr = (uint32_t)rng_below(&rng, 2 * expect_nr + 2); break;
+	case 0:
+		hdr.nr = 0;
+		break;
+	case 1:
+		hdr.nr = (uint32_t)rng_next(&rng);
+		break;
+	case 2:
+		hdr.nr = 65536 + (uint32_t)rng_below(&rng, 3) - 1;
+		break;
+	default:
+		hdr.nr = (uint32_t)rng_below(&rng, 2 * expect_nr + 2);
+		break;
 	}
 	if (rng_chance(&rng, 12))
 		hdr.flags = 1u << rng_below(&rng, 32);
 
 	/* The list goes in the big buffer area for valid pointers. */
 	if (k == PK_VALID || k == PK_MISALIGNED) {
-		size_t off = rng_below(&rng, 64) * 8 + (k == PK_MISALIGNED ? 1 + rng_below(&rng, 7) : 0);
+		size_t off = rng_below(&rng, 64) * 8 +
+			     (k == PK_MISALIGNED ? 1 + rng_below(&rng, 7) : 0);
 
 		memset(bufs + off, 0xa5, 4096);
 		memcpy(bufs + off, &hdr, sizeof(hdr));
@@ -534,8 +577,9 @@ static void act_list(void)
 		readable = writable = BUF_PAGES * PAGE - off;
 	} else if (k == PK_STRADDLE) {
 		/* Header readable or not, entries into the guard page. */
-		size_t n = rng_chance(&rng, 50) ? sizeof(hdr) + 16 * rng_below(&rng, 2) :
-			   1 + rng_below(&rng, sizeof(hdr) - 1);
+		size_t n = rng_chance(&rng, 50) ?
+				   sizeof(hdr) + 16 * rng_below(&rng, 2) :
+				   1 + rng_below(&rng, sizeof(hdr) - 1);
 		uint8_t *p = bufs + BUF_PAGES * PAGE - n;
 
 		memcpy(p, &hdr, n < sizeof(hdr) ? n : sizeof(hdr));
@@ -559,7 +603,8 @@ static void act_list(void)
 	else
 		set = R_OK_;
 	if (!allowed(set, r)) {
-		bad(A_LIST, "nr %u flags %#x ptr kind %d: got %s, allowed mask %#llx",
+		bad(A_LIST,
+		    "nr %u flags %#x ptr kind %d: got %s, allowed mask %#llx",
 		    hdr.nr, hdr.flags, k, res_str(r, b1, sizeof(b1)),
 		    (unsigned long long)set);
 		return;
@@ -567,7 +612,8 @@ static void act_list(void)
 	out = (struct kvmstats_vm_list *)(uintptr_t)arg;
 	if ((r == 0 || r == -E2BIG) && out->nr != (uint32_t)expect_nr)
 		bad(A_LIST, "nr out %u, expected %d", out->nr, expect_nr);
-	if (r == 0 && memcmp(out->vms, expect_list, expect_nr * sizeof(expect_list[0])))
+	if (r == 0 &&
+	    memcmp(out->vms, expect_list, expect_nr * sizeof(expect_list[0])))
 		bad(A_LIST, "entries differ from the expected list");
 }
 
@@ -619,19 +665,22 @@ static void act_batch(void)
 
 	/* The ops array. */
 	if (nr > KVMSTATS_BATCH_MAX)
-		nr = 0;		/* rejected before any op: build none */
+		nr = 0; /* rejected before any op: build none */
 	switch (ok_) {
 	case PK_VALID:
 	case PK_MISALIGNED:
 	case PK_STRADDLE: {
-		size_t total = OPS_PAGES * PAGE, need = (size_t)nr * sizeof(*ops);
+		size_t total = OPS_PAGES * PAGE,
+		       need = (size_t)nr * sizeof(*ops);
 		size_t off;
 
 		if (ok_ == PK_STRADDLE && nr)
 			off = total - need + 8 * rng_below(&rng, nr * 4 + 1);
 		else
 			off = (total - need > 64 ? rng_below(&rng, 8) * 8 : 0) +
-			      (ok_ == PK_MISALIGNED && total - need > 64 ? 1 + rng_below(&rng, 7) : 0);
+			      (ok_ == PK_MISALIGNED && total - need > 64 ?
+				       1 + rng_below(&rng, 7) :
+				       0);
 		if (off > total)
 			off = total;
 		ops = (struct kvmstats_read_op *)(opsarea + off);
@@ -657,18 +706,33 @@ static void act_batch(void)
 		if (rng_chance(&rng, 6))
 			op.flags = 1u << rng_below(&rng, 32);
 		switch (rng_below(&rng, 12)) {
-		case 0: op.offset = rng_next(&rng); break;
-		case 1: op.offset = (uint64_t)LLONG_MAX - rng_below(&rng, 4096); break;
-		case 2: op.offset = 5000 + rng_below(&rng, 100000); break;
-		default: op.offset = rng_below(&rng, 4200); break;
+		case 0:
+			op.offset = rng_next(&rng);
+			break;
+		case 1:
+			op.offset = (uint64_t)LLONG_MAX - rng_below(&rng, 4096);
+			break;
+		case 2:
+			op.offset = 5000 + rng_below(&rng, 100000);
+			break;
+		default:
+			op.offset = rng_below(&rng, 4200);
+			break;
 		}
 		switch (rng_below(&rng, 10)) {
-		case 0: op.len = (uint32_t)rng_next(&rng); break;
-		case 1: op.len = 0; break;
-		default: op.len = (uint32_t)rng_below(&rng, 4500); break;
+		case 0:
+			op.len = (uint32_t)rng_next(&rng);
+			break;
+		case 1:
+			op.len = 0;
+			break;
+		default:
+			op.len = (uint32_t)rng_below(&rng, 4500);
+			break;
 		}
 		od[i].bk = pick_ptrk();
-		op.buf = place_buf(od[i].bk, op.len, &od[i].avail, &od[i].access_ok);
+		op.buf = place_buf(od[i].bk, op.len, &od[i].avail,
+				   &od[i].access_ok);
 		op.result = (int32_t)0x5a5a5a5a;
 		want[i] = op;
 		if (ops_rw && i < ops_room)
@@ -704,9 +768,10 @@ static void act_batch(void)
 	else
 		set = R_OK_;
 	if (!allowed(set, r)) {
-		bad(A_BATCH, "nr %u flags %#x reserved %#llx/%#llx ptr kinds %d/%d: "
-		    "got %s, allowed mask %#llx", b.nr, b.flags,
-		    (unsigned long long)b.reserved[0],
+		bad(A_BATCH,
+		    "nr %u flags %#x reserved %#llx/%#llx ptr kinds %d/%d: "
+		    "got %s, allowed mask %#llx",
+		    b.nr, b.flags, (unsigned long long)b.reserved[0],
 		    (unsigned long long)b.reserved[1], bk, ok_,
 		    res_str(r, b1, sizeof(b1)), (unsigned long long)set);
 		return;
@@ -727,17 +792,23 @@ static void act_batch(void)
 		if (w->flags || w->offset > (uint64_t)LLONG_MAX) {
 			/* EINVAL; EBADF is as right when the fd is not open either. */
 			if (got != -EINVAL &&
-			    !(got == -EBADF && fd_kind(self_pid, w->fd) == FK_NONE))
-				bad(A_BATCH, "op %u (fd %d flags %#x offset %#llx): %d, "
-				    "expected -EINVAL", i, w->fd, w->flags,
+			    !(got == -EBADF &&
+			      fd_kind(self_pid, w->fd) == FK_NONE))
+				bad(A_BATCH,
+				    "op %u (fd %d flags %#x offset %#llx): %d, "
+				    "expected -EINVAL",
+				    i, w->fd, w->flags,
 				    (unsigned long long)w->offset, got);
 			continue;
 		}
 		if (!p) {
-			int want_r = fd_kind(self_pid, w->fd) == FK_NONE ? -EBADF : -EINVAL;
+			int want_r = fd_kind(self_pid, w->fd) == FK_NONE ?
+					     -EBADF :
+					     -EINVAL;
 
 			if (got != want_r)
-				bad(A_BATCH, "op %u (fd %d, not a kvmstats fd): %d, expected %d",
+				bad(A_BATCH,
+				    "op %u (fd %d, not a kvmstats fd): %d, expected %d",
 				    i, w->fd, got, want_r);
 			continue;
 		}
@@ -751,19 +822,24 @@ static void act_batch(void)
 		    (size_t)got <= sizeof(saved)) {
 			memcpy(saved, (void *)(uintptr_t)w->buf, got);
 			if (!static_bytes_match(p, w->offset, saved, got))
-				bad(A_BATCH, "op %u: bytes differ from the file's", i);
+				bad(A_BATCH,
+				    "op %u: bytes differ from the file's", i);
 		}
-		pr = pread(w->fd, (void *)(uintptr_t)w->buf, w->len, (off_t)w->offset);
+		pr = pread(w->fd, (void *)(uintptr_t)w->buf, w->len,
+			   (off_t)w->offset);
 		if (pr < 0)
 			pr = -errno;
 		if (pr != got) {
 			/* Counted once, by its own check line, not in act_bad. */
 			if (batch_mismatch++ < 8)
-				tap_diag("call %llu: op %u (fd %d offset %#llx len %u buf %#llx kind %d): "
-			    "READ_BATCH %s, pread %s", (unsigned long long)call_nr, i, w->fd,
-			    (unsigned long long)w->offset, w->len,
-			    (unsigned long long)w->buf, od[i].bk,
-			    res_str(got, b1, sizeof(b1)), res_str(pr, b2, sizeof(b2)));
+				tap_diag(
+					"call %llu: op %u (fd %d offset %#llx len %u buf %#llx kind %d): "
+					"READ_BATCH %s, pread %s",
+					(unsigned long long)call_nr, i, w->fd,
+					(unsigned long long)w->offset, w->len,
+					(unsigned long long)w->buf, od[i].bk,
+					res_str(got, b1, sizeof(b1)),
+					res_str(pr, b2, sizeof(b2)));
 		}
 	}
 }
@@ -771,7 +847,8 @@ static void act_batch(void)
 static void act_version(void)
 {
 	unsigned long arg = rng_chance(&rng, 40) ? 0 :
-			    rng_chance(&rng, 50) ? rng_next(&rng) : kernel_addr();
+			    rng_chance(&rng, 50) ? rng_next(&rng) :
+						   kernel_addr();
 	long r = __test_ioctl(dev, KVMSTATS_GET_API_VERSION, arg);
 	long want = arg ? -EINVAL : KVMSTATS_API_VERSION;
 	char b1[32];
@@ -787,14 +864,19 @@ static uint8_t junk[64];
 static unsigned long random_cmd(void)
 {
 	static const unsigned int dirs[] = {
-		_IOC_NONE, _IOC_READ, _IOC_WRITE, _IOC_READ | _IOC_WRITE,
+		_IOC_NONE,
+		_IOC_READ,
+		_IOC_WRITE,
+		_IOC_READ | _IOC_WRITE,
 	};
 	unsigned int type = rng_chance(&rng, 70) ? KVMSTATS_IO : 0xAE;
 	unsigned int nr = rng_chance(&rng, 60) ? rng_below(&rng, 8) :
-			  rng_below(&rng, 256);
+						 rng_below(&rng, 256);
 	unsigned int size = rng_chance(&rng, 50) ?
-		(unsigned int[]){ 0, 8, 16, 24, 32, 40, 64 }[rng_below(&rng, 7)] :
-		rng_below(&rng, 1u << 14);
+				    (unsigned int[]){
+					    0, 8, 16, 24, 32, 40, 64
+				    }[rng_below(&rng, 7)] :
+				    rng_below(&rng, 1u << 14);
 
 	return _IOC(dirs[rng_below(&rng, 4)], type, nr, size);
 }
@@ -816,7 +898,8 @@ static void act_other_cmd(void)
 	do
 		cmd = random_cmd();
 	while (is_our_cmd(cmd));
-	arg = place_struct(pick_ptrk(), junk, sizeof(junk), &readable, &writable);
+	arg = place_struct(pick_ptrk(), junk, sizeof(junk), &readable,
+			   &writable);
 	r = __test_ioctl(dev, cmd, arg);
 	*(uint64_t *)junk = rng_next(&rng);
 	if (r != -ENOTTY)
@@ -864,133 +947,171 @@ static void act_fileop(void)
 		return;
 	p = &pool[rng_below(&rng, pool_nr)];
 	fd = p->fd;
-	len = rng_chance(&rng, 10) ? rng_below(&rng, 1ull << 33) : rng_below(&rng, 4500);
+	len = rng_chance(&rng, 10) ? rng_below(&rng, 1ull << 33) :
+				     rng_below(&rng, 4500);
 	k = pick_ptrk();
 
 	switch (rng_below(&rng, 12)) {
 	case 0:
-	case 1: {	/* read(2) */
+	case 1: { /* read(2) */
 		uint64_t a = place_buf(k, len, &avail, &access_ok);
 
-		set = read_oracle(p, p->fpos, len, avail, access_ok, false, &want_n);
+		set = read_oracle(p, p->fpos, len, avail, access_ok, false,
+				  &want_n);
 		r = read(fd, (void *)(uintptr_t)a, len);
 		r = r < 0 ? -errno : r;
 		if (!allowed(set, r) || (want_n >= 0 && r >= 0 && r != want_n))
-			bad(A_FILEOP, "read(fd %d at %lld, len %#llx, kind %d): got %s, "
-			    "expected %ld (mask %#llx)", fd, (long long)p->fpos,
-			    (unsigned long long)len, k, res_str(r, b1, sizeof(b1)),
-			    want_n, (unsigned long long)set);
+			bad(A_FILEOP,
+			    "read(fd %d at %lld, len %#llx, kind %d): got %s, "
+			    "expected %ld (mask %#llx)",
+			    fd, (long long)p->fpos, (unsigned long long)len, k,
+			    res_str(r, b1, sizeof(b1)), want_n,
+			    (unsigned long long)set);
 		if (r > 0) {
-			if (!static_bytes_match(p, p->fpos, (void *)(uintptr_t)a, r))
-				bad(A_FILEOP, "read: bytes differ from the file's");
+			if (!static_bytes_match(p, p->fpos,
+						(void *)(uintptr_t)a, r))
+				bad(A_FILEOP,
+				    "read: bytes differ from the file's");
 			p->fpos += r;
 		}
 		break;
 	}
 	case 2:
 	case 3:
-	case 4: {	/* pread(2) */
+	case 4: { /* pread(2) */
 		uint64_t a = place_buf(k, len, &avail, &access_ok);
 
 		switch (rng_below(&rng, 8)) {
-		case 0: pos = rng_next(&rng); break;
-		case 1: pos = (uint64_t)LLONG_MAX - rng_below(&rng, 8192); break;
-		case 2: pos = -(int64_t)rng_below(&rng, 100) - 1; break;
-		default: pos = rng_below(&rng, 4200); break;
+		case 0:
+			pos = rng_next(&rng);
+			break;
+		case 1:
+			pos = (uint64_t)LLONG_MAX - rng_below(&rng, 8192);
+			break;
+		case 2:
+			pos = -(int64_t)rng_below(&rng, 100) - 1;
+			break;
+		default:
+			pos = rng_below(&rng, 4200);
+			break;
 		}
-		set = read_oracle(p, (int64_t)pos, len, avail, access_ok, true, &want_n);
+		set = read_oracle(p, (int64_t)pos, len, avail, access_ok, true,
+				  &want_n);
 		r = pread(fd, (void *)(uintptr_t)a, len, (off_t)pos);
 		r = r < 0 ? -errno : r;
 		if (!allowed(set, r) || (want_n >= 0 && r >= 0 && r != want_n))
-			bad(A_FILEOP, "pread(fd %d, len %#llx, pos %#llx, kind %d): got "
-			    "%s, expected %ld (mask %#llx)", fd, (unsigned long long)len,
-			    (unsigned long long)pos, k, res_str(r, b1, sizeof(b1)),
-			    want_n, (unsigned long long)set);
-		if (r > 0 && !static_bytes_match(p, pos, (void *)(uintptr_t)a, r))
+			bad(A_FILEOP,
+			    "pread(fd %d, len %#llx, pos %#llx, kind %d): got "
+			    "%s, expected %ld (mask %#llx)",
+			    fd, (unsigned long long)len,
+			    (unsigned long long)pos, k,
+			    res_str(r, b1, sizeof(b1)), want_n,
+			    (unsigned long long)set);
+		if (r > 0 &&
+		    !static_bytes_match(p, pos, (void *)(uintptr_t)a, r))
 			bad(A_FILEOP, "pread: bytes differ from the file's");
 		break;
 	}
-	case 5: {	/* lseek(2): never moves */
+	case 5: { /* lseek(2): never moves */
 		int whence = rng_below(&rng, 7);
-		off_t off = rng_chance(&rng, 50) ? (off_t)rng_below(&rng, 5000) :
-			    (off_t)rng_next(&rng);
+		off_t off = rng_chance(&rng, 50) ?
+				    (off_t)rng_below(&rng, 5000) :
+				    (off_t)rng_next(&rng);
 
 		r = lseek(fd, off, whence);
 		r = r < 0 ? -errno : r;
 		if (whence > SEEK_HOLE ? r != -EINVAL : r != p->fpos)
-			bad(A_FILEOP, "lseek(fd %d, %lld, %d): got %s, f_pos is %lld",
-			    fd, (long long)off, whence, res_str(r, b1, sizeof(b1)),
+			bad(A_FILEOP,
+			    "lseek(fd %d, %lld, %d): got %s, f_pos is %lld", fd,
+			    (long long)off, whence, res_str(r, b1, sizeof(b1)),
 			    (long long)p->fpos);
 		break;
 	}
-	case 6: {	/* mmap(2) */
+	case 6: { /* mmap(2) */
 		int prot = (int)rng_below(&rng, 8);
 		int flags = rng_chance(&rng, 50) ? MAP_SHARED : MAP_PRIVATE;
-		void *m = mmap(NULL, PAGE * (1 + rng_below(&rng, 2)), prot, flags, fd,
-			       rng_below(&rng, 2) * PAGE);
+		void *m = mmap(NULL, PAGE * (1 + rng_below(&rng, 2)), prot,
+			       flags, fd, rng_below(&rng, 2) * PAGE);
 
 		if (m != MAP_FAILED) {
-			bad(A_FILEOP, "mmap(prot %d flags %#x) of a stats fd succeeded",
+			bad(A_FILEOP,
+			    "mmap(prot %d flags %#x) of a stats fd succeeded",
 			    prot, flags);
 			munmap(m, PAGE);
-		} else if (errno != ENODEV && errno != EACCES && errno != EPERM) {
-			bad(A_FILEOP, "mmap(prot %d flags %#x): errno %d", prot, flags,
-			    errno);
+		} else if (errno != ENODEV && errno != EACCES &&
+			   errno != EPERM) {
+			bad(A_FILEOP, "mmap(prot %d flags %#x): errno %d", prot,
+			    flags, errno);
 		}
 		break;
 	}
-	case 7: {	/* write(2), pwrite(2) */
+	case 7: { /* write(2), pwrite(2) */
 		uint64_t a = place_buf(k, len, &avail, &access_ok);
 
 		bool pw = rng_chance(&rng, 50);
 
 		/* pwrite(2) checks FMODE_PWRITE, which a stats fd lacks, first. */
-		r = pw ? pwrite(fd, (void *)(uintptr_t)a, len, rng_below(&rng, 4096)) :
+		r = pw ? pwrite(fd, (void *)(uintptr_t)a, len,
+				rng_below(&rng, 4096)) :
 			 write(fd, (void *)(uintptr_t)a, len);
 		r = r < 0 ? -errno : r;
 		if (r != -EBADF && !(pw && r == -ESPIPE))
-			bad(A_FILEOP, "%s to a stats fd: got %s, expected -EBADF",
-			    pw ? "pwrite" : "write", res_str(r, b1, sizeof(b1)));
+			bad(A_FILEOP,
+			    "%s to a stats fd: got %s, expected -EBADF",
+			    pw ? "pwrite" : "write",
+			    res_str(r, b1, sizeof(b1)));
 		break;
 	}
-	case 8: {	/* ioctl(2) */
+	case 8: { /* ioctl(2) */
 		unsigned long cmd = rng_chance(&rng, 30) ?
-			(unsigned long[]){ KVMSTATS_GET_API_VERSION, KVMSTATS_LIST_VMS,
-					   KVMSTATS_GET_STATS_FD, KVMSTATS_READ_BATCH,
-					   KVM_GET_STATS_FD, KVM_GET_API_VERSION,
-					   KVM_RUN, KVM_CREATE_VCPU }[rng_below(&rng, 8)] :
-			random_cmd();
+					    (unsigned long[]){
+						    KVMSTATS_GET_API_VERSION,
+						    KVMSTATS_LIST_VMS,
+						    KVMSTATS_GET_STATS_FD,
+						    KVMSTATS_READ_BATCH,
+						    KVM_GET_STATS_FD,
+						    KVM_GET_API_VERSION,
+						    KVM_RUN,
+						    KVM_CREATE_VCPU
+					    }[rng_below(&rng, 8)] :
+					    random_cmd();
 		size_t readable, writable;
-		uint64_t arg = place_struct(k, junk, sizeof(junk), &readable, &writable);
+		uint64_t arg = place_struct(k, junk, sizeof(junk), &readable,
+					    &writable);
 
 		r = __test_ioctl(fd, cmd, arg);
 		if (r != -ENOTTY)
-			bad(A_FILEOP, "ioctl(stats fd, %#lx): got %s, expected -ENOTTY",
+			bad(A_FILEOP,
+			    "ioctl(stats fd, %#lx): got %s, expected -ENOTTY",
 			    cmd, res_str(r, b1, sizeof(b1)));
 		break;
 	}
-	case 9: {	/* poll(2): no ->poll, so the default mask */
-		struct pollfd pfd = { .fd = fd, .events = POLLIN | POLLOUT | POLLPRI };
+	case 9: { /* poll(2): no ->poll, so the default mask */
+		struct pollfd pfd = { .fd = fd,
+				      .events = POLLIN | POLLOUT | POLLPRI };
 
 		r = poll(&pfd, 1, 0);
-		if (r != 1 || (pfd.revents & (POLLIN | POLLOUT)) != (POLLIN | POLLOUT) ||
+		if (r != 1 ||
+		    (pfd.revents & (POLLIN | POLLOUT)) != (POLLIN | POLLOUT) ||
 		    (pfd.revents & (POLLERR | POLLNVAL | POLLHUP)))
 			bad(A_FILEOP, "poll: %ld, revents %#x", r, pfd.revents);
 		break;
 	}
-	case 10: {	/* epoll: a file without ->poll cannot be added */
+	case 10: { /* epoll: a file without ->poll cannot be added */
 		r = epoll_ctl(other_fds[1], EPOLL_CTL_ADD, fd,
 			      &(struct epoll_event){ .events = EPOLLIN });
 		r = r < 0 ? -errno : r;
 		if (r != -EPERM) {
-			bad(A_FILEOP, "epoll_ctl(ADD stats fd): got %s, expected -EPERM",
+			bad(A_FILEOP,
+			    "epoll_ctl(ADD stats fd): got %s, expected -EPERM",
 			    res_str(r, b1, sizeof(b1)));
 			if (r == 0)
-				epoll_ctl(other_fds[1], EPOLL_CTL_DEL, fd, NULL);
+				epoll_ctl(other_fds[1], EPOLL_CTL_DEL, fd,
+					  NULL);
 		}
 		break;
 	}
-	default: {	/* ftruncate/fallocate/fsync-ish: must fail or be harmless */
+	default: { /* ftruncate/fallocate/fsync-ish: must fail or be harmless */
 		r = ftruncate(fd, rng_below(&rng, 8192));
 		r = r < 0 ? -errno : r;
 		if (r != -EINVAL && r != -EBADF)
@@ -1010,13 +1131,14 @@ static void act_pool(void)
 	if (pool_nr < POOL_MAX) {
 		int vcpu = (int)rng_below(&rng, FUZZ_VCPUS + 1) - 1;
 		bool theirs = rng_chance(&rng, 50);
-		int fd = __kvmstats_get_stats_fd(dev, theirs ? child.info.pid : 0,
-						 theirs ? child.info.vm_fd : vm->fd,
-						 vcpu);
+		int fd = __kvmstats_get_stats_fd(
+			dev, theirs ? child.info.pid : 0,
+			theirs ? child.info.vm_fd : vm->fd, vcpu);
 
 		if (fd < 0)
 			bad(A_POOL, "GET_STATS_FD(%s VM, vcpu %d): %s",
-			    theirs ? "the child's" : "our", vcpu, strerror(-fd));
+			    theirs ? "the child's" : "our", vcpu,
+			    strerror(-fd));
 		else {
 			fds_made++;
 			pool_add(fd, vcpu >= 0);
@@ -1037,29 +1159,36 @@ static void regressions(void)
 		uint64_t offset, buf;
 		uint32_t len;
 	} cases[] = {
-		{ "kernel-half buffer at end of file", 1 << 20, 0xffff888000000000ull, 64 },
+		{ "kernel-half buffer at end of file", 1 << 20,
+		  0xffff888000000000ull, 64 },
 		{ "kernel-half buffer, length 0", 0, 0xffffffff81000000ull, 0 },
-		{ "offset + length past the largest offset", (uint64_t)LLONG_MAX - 8, 0, 64 },
+		{ "offset + length past the largest offset",
+		  (uint64_t)LLONG_MAX - 8, 0, 64 },
 	};
 	unsigned int i;
 	int fd = kvmstats_get_stats_fd(dev, 0, vm->fd, -1);
 
 	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		struct kvmstats_read_op op = {
-			.fd = fd, .offset = cases[i].offset,
-			.buf = cases[i].buf ? cases[i].buf : (uint64_t)(uintptr_t)bufs,
+			.fd = fd,
+			.offset = cases[i].offset,
+			.buf = cases[i].buf ? cases[i].buf :
+					      (uint64_t)(uintptr_t)bufs,
 			.len = cases[i].len,
 		};
-		long pr = pread(fd, (void *)(uintptr_t)op.buf, op.len, (off_t)op.offset);
+		long pr = pread(fd, (void *)(uintptr_t)op.buf, op.len,
+				(off_t)op.offset);
 		int r = __kvmstats_read_batch(dev, &op, 1);
 		char b1[32], b2[32], b3[32];
 
 		pr = pr < 0 ? -errno : pr;
-		tap_check(r == 0 && op.result == pr,
-			  "regression: READ_BATCH op with %s fails as pread does "
-			  "(READ_BATCH %s, op %s, pread %s)", cases[i].what,
-			  res_str(r, b1, sizeof(b1)), res_str(op.result, b2, sizeof(b2)),
-			  res_str(pr, b3, sizeof(b3)));
+		tap_check(
+			r == 0 && op.result == pr,
+			"regression: READ_BATCH op with %s fails as pread does "
+			"(READ_BATCH %s, op %s, pread %s)",
+			cases[i].what, res_str(r, b1, sizeof(b1)),
+			res_str(op.result, b2, sizeof(b2)),
+			res_str(pr, b3, sizeof(b3)));
 	}
 	close(fd);
 	note_closed(fd);
@@ -1200,22 +1329,29 @@ static void setup(void)
 				 list[i].nr_vcpus == FUZZ_VCPUS)
 				theirs = true;
 			else {
-				snprintf(path, sizeof(path), "/proc/%d/stat", list[i].pid);
+				snprintf(path, sizeof(path), "/proc/%d/stat",
+					 list[i].pid);
 				st = fopen(path, "r");
-				if (!st || fscanf(st, "%*d (%*[^)]) %*c %ld", &ppid) != 1 ||
+				if (!st ||
+				    fscanf(st, "%*d (%*[^)]) %*c %ld", &ppid) !=
+					    1 ||
 				    ppid != self_pid)
 					strangers = true;
 				if (st)
 					fclose(st);
 			}
 		}
-		if (!tap_check(ours && theirs && !strangers && n <= 8,
-			       "setup: LIST_VMS shows our VM, the child VMM's and "
-			       "only our keeper's besides (%d entries)", n)) {
+		if (!tap_check(
+			    ours && theirs && !strangers && n <= 8,
+			    "setup: LIST_VMS shows our VM, the child VMM's and "
+			    "only our keeper's besides (%d entries)",
+			    n)) {
 			for (i = 0; i < n; i++)
-				tap_diag("listed: pid %d fd %d vcpus %u", list[i].pid,
-					 list[i].fd, list[i].nr_vcpus);
-			tap_bail("unexpected VMs on the guest: cannot fuzz with an exact oracle");
+				tap_diag("listed: pid %d fd %d vcpus %u",
+					 list[i].pid, list[i].fd,
+					 list[i].nr_vcpus);
+			tap_bail(
+				"unexpected VMs on the guest: cannot fuzz with an exact oracle");
 		}
 	}
 	memcpy(expect_list, list, n * sizeof(*list));
@@ -1228,17 +1364,20 @@ int main(void)
 	uint64_t seed = rel_seed("KVMSTATS_FUZZ_SEED");
 	unsigned long calls = rel_env_num("KVMSTATS_FUZZ_CALLS",
 					  rel_long() ? 1000000 : 100000);
-	unsigned long budget_s = rel_env_num("KVMSTATS_TEST_TIMEOUT", 120) * 3 / 4;
+	unsigned long budget_s =
+		rel_env_num("KVMSTATS_TEST_TIMEOUT", 120) * 3 / 4;
 	uint64_t start, deadline;
 	long live0, live;
 	int kmsg, a;
 	unsigned long done;
 
-	kvm_test_init();	/* keeper VM: see tests/suite/FINDINGS.md */
+	kvm_test_init(); /* keeper VM: see tests/suite/FINDINGS.md */
 	rng.s = seed;
-	tap_diag("seed 0x%016llx, %lu calls (replay: KVMSTATS_FUZZ_SEED=0x%016llx "
-		 "KVMSTATS_FUZZ_CALLS=%lu)", (unsigned long long)seed, calls,
-		 (unsigned long long)seed, calls);
+	tap_diag(
+		"seed 0x%016llx, %lu calls (replay: KVMSTATS_FUZZ_SEED=0x%016llx "
+		"KVMSTATS_FUZZ_CALLS=%lu)",
+		(unsigned long long)seed, calls, (unsigned long long)seed,
+		calls);
 	kmsg = rel_kmsg_open();
 	live0 = rel_live_files();
 	tap_check(live0 == 0, "live_files is 0 before the fuzz (%ld)", live0);
@@ -1268,21 +1407,36 @@ int main(void)
 			act = A_POOL;
 		act_calls[act]++;
 		switch (act) {
-		case A_GETFD: act_getfd(); break;
-		case A_LIST: act_list(); break;
-		case A_BATCH: act_batch(); break;
-		case A_VERSION: act_version(); break;
-		case A_OTHER_CMD: act_other_cmd(); break;
-		case A_FILEOP: act_fileop(); break;
-		default: act_pool(); break;
+		case A_GETFD:
+			act_getfd();
+			break;
+		case A_LIST:
+			act_list();
+			break;
+		case A_BATCH:
+			act_batch();
+			break;
+		case A_VERSION:
+			act_version();
+			break;
+		case A_OTHER_CMD:
+			act_other_cmd();
+			break;
+		case A_FILEOP:
+			act_fileop();
+			break;
+		default:
+			act_pool();
+			break;
 		}
 		if (done % 4096 == 4095) {
 			live = rel_live_files();
 			if (live != pool_nr) {
 				live_bad++;
 				if (reports++ < MAX_REPORTS)
-					tap_diag("call %lu: live_files %ld, we hold %d", done,
-						 live, pool_nr);
+					tap_diag(
+						"call %lu: live_files %ld, we hold %d",
+						done, live, pool_nr);
 			}
 			if (now_ns() > deadline)
 				break;
@@ -1290,15 +1444,19 @@ int main(void)
 	}
 	tap_diag("%lu calls in %.1f s; %lu stats fds made; %lu READ_BATCH ops",
 		 done, (now_ns() - start) / 1e9, fds_made, batch_ops);
-	tap_check(done >= calls, "made all %lu calls within %lu s (made %lu)", calls,
-		  budget_s, done);
+	tap_check(done >= calls, "made all %lu calls within %lu s (made %lu)",
+		  calls, budget_s, done);
 	for (a = 0; a < A_NR; a++)
-		tap_check(!act_bad[a], "%s: every result as documented (%lu calls, %lu bad)",
+		tap_check(!act_bad[a],
+			  "%s: every result as documented (%lu calls, %lu bad)",
 			  act_name[a], act_calls[a], act_bad[a]);
-	tap_check(!batch_mismatch,
-		  "READ_BATCH ops give what pread(2) gives on the same arguments "
-		  "(%lu ops, %lu differ)", batch_ops, batch_mismatch);
-	tap_check(!live_bad, "live_files equals the stats fds we hold at every sample");
+	tap_check(
+		!batch_mismatch,
+		"READ_BATCH ops give what pread(2) gives on the same arguments "
+		"(%lu ops, %lu differ)",
+		batch_ops, batch_mismatch);
+	tap_check(!live_bad,
+		  "live_files equals the stats fds we hold at every sample");
 
 	/* Everything closed: the count goes back to zero. */
 	while (pool_nr)
@@ -1311,7 +1469,8 @@ int main(void)
 	vm_free(vm);
 	close(dev);
 	live = rel_wait_value(rel_live_files_arg, NULL, 0, 3000);
-	tap_check(live == 0, "live_files is 0 once every fd is closed (%ld)", live);
+	tap_check(live == 0, "live_files is 0 once every fd is closed (%ld)",
+		  live);
 	tap_check(rel_live_files() >= 0, "kvmstats still loaded and answering");
 	rel_kmsg_check(kmsg, "fuzz");
 	tap_diag("seed 0x%016llx", (unsigned long long)seed);

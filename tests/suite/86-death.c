@@ -27,25 +27,25 @@
 
 #include "rel_util.h"
 
-#define SLOTS		4
-#define NR_VCPUS	4
-#define NR_FDS		(NR_VCPUS + 1)	/* the VM's and each vCPU's */
-#define READERS		8
-#define MAX_REPORTS	20
+#define SLOTS	    4
+#define NR_VCPUS    4
+#define NR_FDS	    (NR_VCPUS + 1) /* the VM's and each vCPU's */
+#define READERS	    8
+#define MAX_REPORTS 20
 
 enum slot_state { S_EMPTY, S_STARTING, S_ALIVE, S_DEAD };
 
 struct slot {
-	pthread_rwlock_t lock;		/* readers vs. closing the fds */
+	pthread_rwlock_t lock; /* readers vs. closing the fds */
 	enum slot_state state;
 	pid_t pid;
-	int vm_fd;			/* its number in the child */
-	int ready_fd;			/* read end of its ready pipe, or -1 */
-	int fds[NR_FDS];		/* stats fds; -1 when not obtained */
-	volatile int dead;		/* SIGKILLed (readers count reads after) */
+	int vm_fd;	   /* its number in the child */
+	int ready_fd;	   /* read end of its ready pipe, or -1 */
+	int fds[NR_FDS];   /* stats fds; -1 when not obtained */
+	volatile int dead; /* SIGKILLed (readers count reads after) */
 	uint64_t kill_at, close_at;
 	bool stopped;
-	bool early;			/* to be killed while it creates its VM */
+	bool early; /* to be killed while it creates its VM */
 };
 
 static struct slot slots[SLOTS];
@@ -122,7 +122,7 @@ static void spawn(struct slot *s, bool early_kill)
 	s->stopped = false;
 	s->early = early_kill;
 	s->vm_fd = -1;
-	s->ready_fd = pfd[0];	/* closed after the kill: no SIGPIPE */
+	s->ready_fd = pfd[0]; /* closed after the kill: no SIGPIPE */
 	for (i = 0; i < NR_FDS; i++)
 		s->fds[i] = -1;
 	s->kill_at = now_ns() + rng_below(&sched_rng, 20) * 1000000ull;
@@ -151,8 +151,9 @@ static bool poll_ready(struct slot *s)
 		int r = __kvmstats_get_stats_fd(dev, s->pid, vmfd, i - 1);
 
 		if (r < 0)
-			tap_bail("GET_STATS_FD(pid %d, fd %d, vcpu %d) of a live VMM: %s",
-				 s->pid, vmfd, i - 1, strerror(-r));
+			tap_bail(
+				"GET_STATS_FD(pid %d, fd %d, vcpu %d) of a live VMM: %s",
+				s->pid, vmfd, i - 1, strerror(-r));
 		s->fds[i] = r;
 	}
 	s->state = S_ALIVE;
@@ -165,7 +166,8 @@ static bool poll_ready(struct slot *s)
 
 static void *reader(void *arg)
 {
-	struct rng r = { .s = (uint64_t)(uintptr_t)arg * 0x9e3779b97f4a7c15ull };
+	struct rng r = { .s = (uint64_t)(uintptr_t)arg *
+			      0x9e3779b97f4a7c15ull };
 	static __thread uint8_t buf[2][8192];
 	unsigned long n = 0, after = 0, nb = 0;
 
@@ -174,7 +176,8 @@ static void *reader(void *arg)
 		int i, dead;
 
 		pthread_rwlock_rdlock(&s->lock);
-		if ((s->state != S_ALIVE && s->state != S_DEAD) || s->fds[0] < 0) {
+		if ((s->state != S_ALIVE && s->state != S_DEAD) ||
+		    s->fds[0] < 0) {
 			pthread_rwlock_unlock(&s->lock);
 			sched_yield();
 			continue;
@@ -190,14 +193,17 @@ static void *reader(void *arg)
 			got = pread(s->fds[i], buf[0], sizeof(buf[0]), 0);
 			dt = now_ns() - t0;
 			if (dt > max_read_ns)
-				max_read_ns = dt;	/* racy max: good enough */
+				max_read_ns = dt; /* racy max: good enough */
 			n++;
 			after += dead;
 			if (got != (ssize_t)want) {
-				__atomic_fetch_add(&read_fail, 1, __ATOMIC_RELAXED);
+				__atomic_fetch_add(&read_fail, 1,
+						   __ATOMIC_RELAXED);
 				report("pread of %s stats of VMM %d (%s): %zd (%s), want %zu",
-				       i ? "vCPU" : "VM", s->pid, dead ? "dead" : "alive",
-				       got, got < 0 ? strerror(errno) : "short", want);
+				       i ? "vCPU" : "VM", s->pid,
+				       dead ? "dead" : "alive", got,
+				       got < 0 ? strerror(errno) : "short",
+				       want);
 			}
 		} else {
 			struct kvmstats_read_op ops[NR_FDS];
@@ -205,7 +211,8 @@ static void *reader(void *arg)
 
 			for (i = 0; i < NR_FDS; i++)
 				ops[i] = (struct kvmstats_read_op){
-					.fd = s->fds[i], .buf = (uintptr_t)buf[i & 1],
+					.fd = s->fds[i],
+					.buf = (uintptr_t)buf[i & 1],
 					.len = sizeof(buf[0]),
 				};
 			ret = __kvmstats_read_batch(dev, ops, NR_FDS);
@@ -216,10 +223,11 @@ static void *reader(void *arg)
 				size_t want = i ? size_vcpu : size_vm;
 
 				if (ret || ops[i].result != (int)want) {
-					__atomic_fetch_add(&batch_fail, 1, __ATOMIC_RELAXED);
+					__atomic_fetch_add(&batch_fail, 1,
+							   __ATOMIC_RELAXED);
 					report("READ_BATCH on VMM %d (%s): ioctl %d, op %d: %d, want %zu",
-					       s->pid, dead ? "dead" : "alive", ret, i,
-					       ops[i].result, want);
+					       s->pid, dead ? "dead" : "alive",
+					       ret, i, ops[i].result, want);
 					break;
 				}
 			}
@@ -257,8 +265,8 @@ static void *lister(void *arg)
 				    list[i].fd <= list[i - 1].fd)))) {
 				list_fail++;
 				report("LIST_VMS entry %d: pid %d fd %d vcpus %u flags %#x",
-				       i, list[i].pid, list[i].fd, list[i].nr_vcpus,
-				       list[i].flags);
+				       i, list[i].pid, list[i].fd,
+				       list[i].nr_vcpus, list[i].flags);
 				break;
 			}
 		free(list);
@@ -285,7 +293,8 @@ static void kill_slot(struct slot *s)
 		close(s->ready_fd);
 	s->ready_fd = -1;
 	if (!WIFSIGNALED(status) || WTERMSIG(status) != SIGKILL)
-		report("VMM %d ended with status %#x, not by SIGKILL", s->pid, status);
+		report("VMM %d ended with status %#x, not by SIGKILL", s->pid,
+		       status);
 
 	/* The pid is gone: ESRCH (it cannot be reused while we hold nothing). */
 	if (s->vm_fd >= 0) {
@@ -294,13 +303,13 @@ static void kill_slot(struct slot *s)
 			close(r);
 		if (r != -ESRCH) {
 			esrch_bad++;
-			report("GET_STATS_FD on reaped VMM %d: %d, want -ESRCH", s->pid, r);
+			report("GET_STATS_FD on reaped VMM %d: %d, want -ESRCH",
+			       s->pid, r);
 		}
 	}
 	/* Frozen: two reads of every file, some time apart, are identical. */
 	if (s->fds[0] >= 0) {
 		int i;
-
 
 		for (i = 0; i < NR_FDS; i++) {
 			ssize_t x = pread(s->fds[i], a, sizeof(a), 0), y;
@@ -353,8 +362,10 @@ static void learn_sizes(void)
 
 int main(void)
 {
-	unsigned long target = rel_env_num("KVMSTATS_DEATHS", rel_long() ? 1000 : 100);
-	unsigned long budget_s = rel_env_num("KVMSTATS_TEST_TIMEOUT", 120) * 3 / 4;
+	unsigned long target =
+		rel_env_num("KVMSTATS_DEATHS", rel_long() ? 1000 : 100);
+	unsigned long budget_s =
+		rel_env_num("KVMSTATS_TEST_TIMEOUT", 120) * 3 / 4;
 	uint64_t seed = rel_seed("KVMSTATS_DEATH_SEED"), start, deadline;
 	pthread_rwlockattr_t attr;
 	pthread_t rd[READERS], ls;
@@ -362,24 +373,27 @@ int main(void)
 	int i, kmsg;
 	long live;
 
-	kvm_test_init();	/* keeper VM: see tests/suite/FINDINGS.md */
+	kvm_test_init(); /* keeper VM: see tests/suite/FINDINGS.md */
 	sched_rng.s = seed;
-	tap_diag("seed 0x%016llx, %lu deaths (replay: KVMSTATS_DEATH_SEED=0x%016llx)",
-		 (unsigned long long)seed, target, (unsigned long long)seed);
+	tap_diag(
+		"seed 0x%016llx, %lu deaths (replay: KVMSTATS_DEATH_SEED=0x%016llx)",
+		(unsigned long long)seed, target, (unsigned long long)seed);
 	kmsg = rel_kmsg_open();
 	dev = kvmstats_open();
 	learn_sizes();
 	tap_diag("stats file sizes: VM %zu, vCPU %zu", size_vm, size_vcpu);
 
 	pthread_rwlockattr_init(&attr);
-	pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+	pthread_rwlockattr_setkind_np(
+		&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
 	for (i = 0; i < SLOTS; i++) {
 		pthread_rwlock_init(&slots[i].lock, &attr);
 		slots[i].state = S_EMPTY;
 		slots[i].fds[0] = -1;
 	}
 	for (i = 0; i < READERS; i++)
-		pthread_create(&rd[i], NULL, reader, (void *)(uintptr_t)(seed + i + 1));
+		pthread_create(&rd[i], NULL, reader,
+			       (void *)(uintptr_t)(seed + i + 1));
 	pthread_create(&ls, NULL, lister, NULL);
 
 	start = now_ns();
@@ -419,28 +433,38 @@ int main(void)
 		pthread_join(rd[i], NULL);
 	pthread_join(ls, NULL);
 
-	tap_diag("%lu VMMs, %lu killed while creating their VM, %lu SIGSTOPped; "
-		 "%.1f s", spawned, early, stopped, (now_ns() - start) / 1e9);
-	tap_diag("%lu reads (%lu in %lu READ_BATCHes), %lu of them after the VMM's "
-		 "death; %lu LIST_VMS; slowest pread %.1f ms", reads,
-		 batches * NR_FDS, batches, reads_after_death, lists,
-		 max_read_ns / 1e6);
-	tap_check(deaths >= target, "%lu VMM deaths by SIGKILL within %lu s (wanted %lu)",
-		  deaths, budget_s, target);
-	tap_check(reads_after_death > 0 && read_fail == 0,
-		  "every pread returned the whole file, before and after the deaths "
-		  "(%lu failed)", read_fail);
+	tap_diag(
+		"%lu VMMs, %lu killed while creating their VM, %lu SIGSTOPped; "
+		"%.1f s",
+		spawned, early, stopped, (now_ns() - start) / 1e9);
+	tap_diag(
+		"%lu reads (%lu in %lu READ_BATCHes), %lu of them after the VMM's "
+		"death; %lu LIST_VMS; slowest pread %.1f ms",
+		reads, batches * NR_FDS, batches, reads_after_death, lists,
+		max_read_ns / 1e6);
+	tap_check(deaths >= target,
+		  "%lu VMM deaths by SIGKILL within %lu s (wanted %lu)", deaths,
+		  budget_s, target);
+	tap_check(
+		reads_after_death > 0 && read_fail == 0,
+		"every pread returned the whole file, before and after the deaths "
+		"(%lu failed)",
+		read_fail);
 	tap_check(batches > 0 && batch_fail == 0,
-		  "every READ_BATCH op returned the whole file (%lu failed)", batch_fail);
-	tap_check(lists > 0 && list_fail == 0, "LIST_VMS never failed (%lu calls, %lu bad)",
-		  lists, list_fail);
-	tap_check(frozen_bad == 0, "stats of a dead VMM are frozen (%lu bad)", frozen_bad);
-	tap_check(esrch_bad == 0, "GET_STATS_FD on a reaped VMM is ESRCH (%lu bad)",
-		  esrch_bad);
+		  "every READ_BATCH op returned the whole file (%lu failed)",
+		  batch_fail);
+	tap_check(lists > 0 && list_fail == 0,
+		  "LIST_VMS never failed (%lu calls, %lu bad)", lists,
+		  list_fail);
+	tap_check(frozen_bad == 0, "stats of a dead VMM are frozen (%lu bad)",
+		  frozen_bad);
+	tap_check(esrch_bad == 0,
+		  "GET_STATS_FD on a reaped VMM is ESRCH (%lu bad)", esrch_bad);
 	/* Scheduling under TCG costs up to a second or two; a read that
 	 * waited for a stopped VMM would never come back at all. */
 	tap_check(max_read_ns < 10000000000ull,
-		  "no pread waited for a VMM (slowest %.1f ms < 10 s)", max_read_ns / 1e6);
+		  "no pread waited for a VMM (slowest %.1f ms < 10 s)",
+		  max_read_ns / 1e6);
 	close(dev);
 	live = rel_wait_value(rel_live_files_arg, NULL, 0, 3000);
 	tap_check(live == 0, "live_files is 0 afterwards (%ld)", live);

@@ -58,27 +58,35 @@ static void pins(long base)
 		s[i] = kvmstats_get_stats_fd(dev, 0, vm->fd, i - 1);
 	with_stats = vendor_refcnt();
 	ks = rel_refcnt("kvmstats");
-	tap_diag("%s refcnt: %ld at start, %ld with a VM (/dev/kvm, VM and 2 vCPU fds "
-		 "open), %ld with 3 stats fds too; kvmstats refcnt %ld -> %ld",
-		 vendor, base, with_vm, with_stats, ks0, ks);
-	tap_check(rel_live_files() == 3, "live_files counts the 3 stats fds (%ld)",
-		  rel_live_files());
-	tap_check(ks >= ks0 + 3, "each stats fd pins kvmstats (%ld -> %ld)", ks0, ks);
+	tap_diag(
+		"%s refcnt: %ld at start, %ld with a VM (/dev/kvm, VM and 2 vCPU fds "
+		"open), %ld with 3 stats fds too; kvmstats refcnt %ld -> %ld",
+		vendor, base, with_vm, with_stats, ks0, ks);
+	tap_check(rel_live_files() == 3,
+		  "live_files counts the 3 stats fds (%ld)", rel_live_files());
+	tap_check(ks >= ks0 + 3, "each stats fd pins kvmstats (%ld -> %ld)",
+		  ks0, ks);
 
 	vm_free(vm);
 	only_stats = vendor_refcnt();
-	tap_check(only_stats > base,
-		  "a VM held only by stats fds still pins %s (refcnt %ld, base %ld)",
-		  vendor, only_stats, base);
+	tap_check(
+		only_stats > base,
+		"a VM held only by stats fds still pins %s (refcnt %ld, base %ld)",
+		vendor, only_stats, base);
 	for (i = 0; i < 3; i++)
-		tap_check(pread(s[i], &after, sizeof(after), 0) == sizeof(after),
-			  "stats fd %d readable after the VM's own fds are closed", i);
+		tap_check(
+			pread(s[i], &after, sizeof(after), 0) == sizeof(after),
+			"stats fd %d readable after the VM's own fds are closed",
+			i);
 	for (i = 0; i < 3; i++)
 		close(s[i]);
 	after = rel_wait_value(refcnt_arg, vendor, base, 3000);
-	tap_check(after == base, "closing the stats fds frees the VM: %s refcnt back "
-		  "to %ld (%ld)", vendor, base, after);
-	tap_check(rel_live_files() == 0, "live_files back to 0 (%ld)", rel_live_files());
+	tap_check(after == base,
+		  "closing the stats fds frees the VM: %s refcnt back "
+		  "to %ld (%ld)",
+		  vendor, base, after);
+	tap_check(rel_live_files() == 0, "live_files back to 0 (%ld)",
+		  rel_live_files());
 	close(dev);
 }
 
@@ -96,15 +104,16 @@ static void children(long base, int n)
 		if (i % 2)
 			child_vmm_run_io_loop(&c);
 		for (j = 0; j < 3; j++)
-			s[j] = kvmstats_get_stats_fd(dev, c.info.pid, c.info.vm_fd, j - 1);
+			s[j] = kvmstats_get_stats_fd(dev, c.info.pid,
+						     c.info.vm_fd, j - 1);
 		child_vmm_close_fds(&c);
 		switch (i % 3) {
-		case 0:	/* killed, then our fds closed */
+		case 0: /* killed, then our fds closed */
 			child_vmm_kill(&c);
 			for (j = 0; j < 3; j++)
 				close(s[j]);
 			break;
-		case 1:	/* our fds closed, then it exits */
+		case 1: /* our fds closed, then it exits */
 			for (j = 0; j < 3; j++)
 				close(s[j]);
 			child_vmm_exit(&c);
@@ -122,11 +131,15 @@ static void children(long base, int n)
 		}
 	}
 	close(dev);
-	tap_check(bad == 0, "stats fds of exited VMMs readable (%d failures)", bad);
+	tap_check(bad == 0, "stats fds of exited VMMs readable (%d failures)",
+		  bad);
 	after = rel_wait_value(refcnt_arg, vendor, base, 5000);
-	tap_check(after == base, "%d child VMMs killed or exited: every VM freed (%s "
-		  "refcnt %ld, base %ld)", n, vendor, after, base);
-	tap_check(rel_live_files() == 0, "live_files 0 after %d child VMMs (%ld)", n,
+	tap_check(after == base,
+		  "%d child VMMs killed or exited: every VM freed (%s "
+		  "refcnt %ld, base %ld)",
+		  n, vendor, after, base);
+	tap_check(rel_live_files() == 0,
+		  "live_files 0 after %d child VMMs (%ld)", n,
 		  rel_live_files());
 }
 
@@ -139,7 +152,8 @@ static void unload_refused(void)
 	s = kvmstats_get_stats_fd(dev, 0, vm->fd, 0);
 	close(dev);
 	r = rel_unload_module("kvmstats");
-	tap_check((r == -EAGAIN || r == -EBUSY) && rel_module_loaded("kvmstats"),
+	tap_check((r == -EAGAIN || r == -EBUSY) &&
+			  rel_module_loaded("kvmstats"),
 		  "rmmod kvmstats refused while a stats fd is open (%s)",
 		  r ? strerror(-r) : "it succeeded");
 	if (!r)
@@ -147,7 +161,8 @@ static void unload_refused(void)
 	close(s);
 	dev = kvmstats_open();
 	r = rel_unload_module("kvmstats");
-	tap_check((r == -EAGAIN || r == -EBUSY) && rel_module_loaded("kvmstats"),
+	tap_check((r == -EAGAIN || r == -EBUSY) &&
+			  rel_module_loaded("kvmstats"),
 		  "rmmod kvmstats refused while /dev/kvmstats is open (%s)",
 		  r ? strerror(-r) : "it succeeded");
 	if (!r)
@@ -157,10 +172,12 @@ static void unload_refused(void)
 	r = rel_unload_module_wait("kvmstats", 3000);
 	tap_check(r == 0 && !rel_module_loaded("kvmstats") && !device_present(),
 		  "rmmod kvmstats succeeds once everything is closed (%s); "
-		  "the device is gone", r ? strerror(-r) : "ok");
+		  "the device is gone",
+		  r ? strerror(-r) : "ok");
 	r = rel_load_module("kvmstats.ko");
 	tap_check(r == 0 && device_present() && rel_live_files() == 0,
-		  "finit_module(kvmstats.ko) loads it back (%s)", r ? strerror(-r) : "ok");
+		  "finit_module(kvmstats.ko) loads it back (%s)",
+		  r ? strerror(-r) : "ok");
 }
 
 static bool listed(const struct kvmstats_vm *l, int n, pid_t pid, int fd)
@@ -187,7 +204,8 @@ static void cycles(int n, long base)
 	child_vmm_start(&c, 2, NULL, 3);
 	child_vmm_run_io_loop(&c);
 	nat = vm_get_stats_fd(vm);
-	if (pread(nat, &native_hdr, sizeof(native_hdr), 0) != sizeof(native_hdr))
+	if (pread(nat, &native_hdr, sizeof(native_hdr), 0) !=
+	    sizeof(native_hdr))
 		tap_bail("pread of a native stats fd");
 
 	for (i = 0; i < n; i++) {
@@ -198,7 +216,8 @@ static void cycles(int n, long base)
 		r = rel_unload_module_wait("kvmstats", 3000);
 		if (r || device_present()) {
 			fails++;
-			tap_diag("cycle %d: rmmod kvmstats: %s", i, r ? strerror(-r) : "device left");
+			tap_diag("cycle %d: rmmod kvmstats: %s", i,
+				 r ? strerror(-r) : "device left");
 			if (r)
 				break;
 		}
@@ -223,7 +242,8 @@ static void cycles(int n, long base)
 		    memcmp(&h, &native_hdr, sizeof(h)) ||
 		    pread(s2, &h, sizeof(h), 0) != sizeof(h)) {
 			fails++;
-			tap_diag("cycle %d: stats fds %d %d, LIST_VMS %d", i, s1, s2, nl);
+			tap_diag("cycle %d: stats fds %d %d, LIST_VMS %d", i,
+				 s1, s2, nl);
 		}
 		if (nl >= 0)
 			free(list);
@@ -234,10 +254,13 @@ static void cycles(int n, long base)
 		close(dev);
 		done++;
 	}
-	tap_diag("%d load/unload cycles in %.1f s", done, (now_ns() - t0) / 1e9);
-	tap_check(done == n && fails == 0,
-		  "%d rmmod/finit_module cycles of kvmstats with 2 VMs alive (one running), "
-		  "each serving both VMs (%d done, %d failures)", n, done, fails);
+	tap_diag("%d load/unload cycles in %.1f s", done,
+		 (now_ns() - t0) / 1e9);
+	tap_check(
+		done == n && fails == 0,
+		"%d rmmod/finit_module cycles of kvmstats with 2 VMs alive (one running), "
+		"each serving both VMs (%d done, %d failures)",
+		n, done, fails);
 	if (!rel_module_loaded("kvmstats"))
 		rel_load_module("kvmstats.ko");
 	close(nat);
@@ -245,8 +268,10 @@ static void cycles(int n, long base)
 	child_vmm_close_fds(&c);
 	vm_free(vm);
 	after = rel_wait_value(refcnt_arg, vendor, base, 5000);
-	tap_check(after == base, "after the cycles every VM is freed (%s refcnt %ld, "
-		  "base %ld)", vendor, after, base);
+	tap_check(after == base,
+		  "after the cycles every VM is freed (%s refcnt %ld, "
+		  "base %ld)",
+		  vendor, after, base);
 }
 
 int main(void)
@@ -256,7 +281,7 @@ int main(void)
 	long base, live;
 	int kmsg, r;
 
-	kvm_test_init();	/* keeper VM: see tests/suite/FINDINGS.md */
+	kvm_test_init(); /* keeper VM: see tests/suite/FINDINGS.md */
 	vendor = rel_vendor();
 	kmsg = rel_kmsg_open();
 	base = vendor_refcnt();
@@ -274,7 +299,8 @@ int main(void)
 	live = rel_live_files();
 	tap_check(live == 0, "live_files is 0 at the end (%ld)", live);
 	r = rel_unload_module_wait("kvmstats", 3000);
-	tap_check(r == 0, "rmmod kvmstats succeeds at the end (%s)", r ? strerror(-r) : "ok");
+	tap_check(r == 0, "rmmod kvmstats succeeds at the end (%s)",
+		  r ? strerror(-r) : "ok");
 	r = rel_restore_modules();
 	tap_check(r == 0 && rel_module_loaded("kvmstats") && device_present(),
 		  "kvmstats left loaded");

@@ -75,16 +75,19 @@ static void order(void)
 	}
 	child_vmm_start(&c, 2, NULL, 9);
 	s = __kvmstats_get_stats_fd(dev, c.info.pid, c.info.vm_fd, -1);
-	if (tap_check(s >= 0, "the device opened before %s serves a VM created after "
-		      "(%s)", vendor, s < 0 ? strerror(-s) : "ok")) {
+	if (tap_check(s >= 0,
+		      "the device opened before %s serves a VM created after "
+		      "(%s)",
+		      vendor, s < 0 ? strerror(-s) : "ok")) {
 		stats_fds_identical(s, c.native_vm_stats,
 				    "its VM stats equal KVM_GET_STATS_FD's");
 		close(s);
 	}
 	s = __kvmstats_get_stats_fd(dev, c.info.pid, c.info.vm_fd, 1);
 	if (tap_check(s >= 0, "and its vCPU 1")) {
-		stats_fds_identical(s, c.native_vcpu_stats[1],
-				    "its vCPU 1 stats equal KVM_GET_STATS_FD's");
+		stats_fds_identical(
+			s, c.native_vcpu_stats[1],
+			"its vCPU 1 stats equal KVM_GET_STATS_FD's");
 		close(s);
 	}
 	close(dev);
@@ -117,9 +120,10 @@ static void reload_while_running(void)
 		      s < 0 ? strerror(-s) : "ok")) {
 		b = stats_read_stat(s, "io_exits");
 		msleep(200);
-		tap_check(stats_read_stat(s, "io_exits") > b && b > a,
-			  "its io_exits keep growing across the reload (%llu -> %llu)",
-			  (unsigned long long)a, (unsigned long long)b);
+		tap_check(
+			stats_read_stat(s, "io_exits") > b && b > a,
+			"its io_exits keep growing across the reload (%llu -> %llu)",
+			(unsigned long long)a, (unsigned long long)b);
 		close(s);
 	}
 	close(dev);
@@ -140,32 +144,41 @@ static void exited_vmm_pins(void)
 	s[1] = kvmstats_get_stats_fd(dev, c.info.pid, c.info.vm_fd, 1);
 	close(dev);
 	child_vmm_exit(&c);
-	child_vmm_close_fds(&c);	/* only our two stats fds hold the VM now */
+	child_vmm_close_fds(&c); /* only our two stats fds hold the VM now */
 
 	ref = rel_refcnt(vendor);
-	tap_diag("%s refcnt with only 2 stats fds holding a VM: %ld", vendor, ref);
+	tap_diag("%s refcnt with only 2 stats fds holding a VM: %ld", vendor,
+		 ref);
 	r = rel_unload_module(vendor);
-	tap_check(busy(r) && rel_module_loaded(vendor),
-		  "rmmod %s refused while a stats fd holds a VM whose VMM exited (%s)",
-		  vendor, r ? strerror(-r) : "it was unloaded");
+	tap_check(
+		busy(r) && rel_module_loaded(vendor),
+		"rmmod %s refused while a stats fd holds a VM whose VMM exited (%s)",
+		vendor, r ? strerror(-r) : "it was unloaded");
 	if (r == 0) {
 		/* Unsafe state: the VM's destructor is gone.  Say so loudly. */
-		tap_diag("%s unloaded under a live VM: closing the fds may crash", vendor);
+		tap_diag(
+			"%s unloaded under a live VM: closing the fds may crash",
+			vendor);
 	}
 	r = rel_unload_module("kvmstats");
 	tap_check(busy(r) && rel_module_loaded("kvmstats"),
-		  "rmmod kvmstats refused too (%s)", r ? strerror(-r) : "it was unloaded");
+		  "rmmod kvmstats refused too (%s)",
+		  r ? strerror(-r) : "it was unloaded");
 	for (i = 0; i < 2; i++)
 		tap_check(pread(s[i], &v, sizeof(v), 0) == sizeof(v),
-			  "stats fd %d still readable after the refused rmmods", i);
+			  "stats fd %d still readable after the refused rmmods",
+			  i);
 	for (i = 0; i < 2; i++)
 		close(s[i]);
 	ref = rel_wait_value(refcnt_arg, vendor, 0, 3000);
 	r = rel_unload_module_wait(vendor, 3000);
-	tap_check(r == 0, "rmmod %s works once the stats fds are closed (%s; refcnt %ld)",
-		  vendor, r ? strerror(-r) : "ok", ref);
+	tap_check(
+		r == 0,
+		"rmmod %s works once the stats fds are closed (%s; refcnt %ld)",
+		vendor, r ? strerror(-r) : "ok", ref);
 	r = rel_load_module(vendor_ko);
-	tap_check(r == 0, "%s loads again (%s)", vendor, r ? strerror(-r) : "ok");
+	tap_check(r == 0, "%s loads again (%s)", vendor,
+		  r ? strerror(-r) : "ok");
 }
 
 int main(void)
@@ -181,7 +194,9 @@ int main(void)
 	kmsg = rel_kmsg_open();
 	ref = rel_refcnt(vendor);
 	if (ref != 0)
-		tap_bail("%s refcnt is %ld at the start: something still holds a VM", vendor, ref);
+		tap_bail(
+			"%s refcnt is %ld at the start: something still holds a VM",
+			vendor, ref);
 
 	order();
 	rel_restore_modules();
@@ -197,10 +212,13 @@ int main(void)
 	exited_vmm_pins();
 
 	bad = rel_restore_modules();
-	tap_check(bad == 0 && rel_module_loaded("irqbypass") && rel_module_loaded("kvm") &&
-		  rel_module_loaded("ccp") && rel_module_loaded(vendor) &&
-		  rel_module_loaded("kvmstats"),
-		  "irqbypass, kvm, ccp, %s and kvmstats loaded at the end", vendor);
+	tap_check(bad == 0 && rel_module_loaded("irqbypass") &&
+			  rel_module_loaded("kvm") &&
+			  rel_module_loaded("ccp") &&
+			  rel_module_loaded(vendor) &&
+			  rel_module_loaded("kvmstats"),
+		  "irqbypass, kvm, ccp, %s and kvmstats loaded at the end",
+		  vendor);
 	vm = vm_create(1, NULL);
 	dev = kvmstats_open();
 	s = __kvmstats_get_stats_fd(dev, 0, vm->fd, 0);

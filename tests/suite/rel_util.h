@@ -203,7 +203,8 @@ static inline int rel_restore_modules(void)
 		{ "irqbypass", "irqbypass.ko" },
 		{ "kvm", "kvm.ko" },
 		{ "ccp", "ccp.ko" },
-		{ vendor, strcmp(vendor, "kvm_intel") ? "kvm-amd.ko" : "kvm-intel.ko" },
+		{ vendor,
+		  strcmp(vendor, "kvm_intel") ? "kvm-amd.ko" : "kvm-intel.ko" },
 		{ "kvmstats", "kvmstats.ko" },
 	};
 	unsigned int i;
@@ -216,7 +217,8 @@ static inline int rel_restore_modules(void)
 			continue;
 		r = rel_load_module(mods[i][1]);
 		if (r && r != -EEXIST) {
-			tap_diag("cannot reload %s: %s", mods[i][1], strerror(-r));
+			tap_diag("cannot reload %s: %s", mods[i][1],
+				 strerror(-r));
 			bad++;
 		}
 	}
@@ -250,14 +252,31 @@ static unsigned long rel_kmsg_module_lines __attribute__((unused));
 static inline int rel_kmsg_scan(int fd, unsigned long *nr_lines)
 {
 	static const char *const bad[] = {
-		"WARNING:", "BUG:", "kernel BUG", "Oops", "general protection",
-		"Call Trace", "refcount_t:", "KASAN", "UBSAN", "KFENCE",
-		"list_add corruption", "list_del corruption", "lockdep",
-		"possible recursive locking", "circular locking",
-		"suspicious RCU usage", "sleeping function called",
-		"scheduling while atomic", "blocked for more than",
-		"detected stall", "soft lockup", "hard LOCKUP",
-		"Unable to handle", "segfault at", "kmemleak",
+		"WARNING:",
+		"BUG:",
+		"kernel BUG",
+		"Oops",
+		"general protection",
+		"Call Trace",
+		"refcount_t:",
+		"KASAN",
+		"UBSAN",
+		"KFENCE",
+		"list_add corruption",
+		"list_del corruption",
+		"lockdep",
+		"possible recursive locking",
+		"circular locking",
+		"suspicious RCU usage",
+		"sleeping function called",
+		"scheduling while atomic",
+		"blocked for more than",
+		"detected stall",
+		"soft lockup",
+		"hard LOCKUP",
+		"Unable to handle",
+		"segfault at",
+		"kmemleak",
 	};
 	char rec[8192];
 	regex_t kaddr;
@@ -265,7 +284,8 @@ static inline int rel_kmsg_scan(int fd, unsigned long *nr_lines)
 
 	if (fd < 0)
 		return -1;
-	if (regcomp(&kaddr, "ffff[89a-f][0-9a-f]{11}", REG_EXTENDED | REG_ICASE))
+	if (regcomp(&kaddr, "ffff[89a-f][0-9a-f]{11}",
+		    REG_EXTENDED | REG_ICASE))
 		return -1;
 	for (;;) {
 		ssize_t n = read(fd, rec, sizeof(rec) - 1);
@@ -273,7 +293,7 @@ static inline int rel_kmsg_scan(int fd, unsigned long *nr_lines)
 		unsigned int i;
 
 		if (n < 0 && errno == EPIPE)
-			continue;	/* overwritten records: go on */
+			continue; /* overwritten records: go on */
 		if (n <= 0)
 			break;
 		rec[n] = 0;
@@ -283,14 +303,16 @@ static inline int rel_kmsg_scan(int fd, unsigned long *nr_lines)
 		msg = msg ? msg + 1 : rec;
 		for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 			if (strstr(msg, bad[i])) {
-				tap_diag("kernel log: %.*s", (int)strcspn(msg, "\n"), msg);
+				tap_diag("kernel log: %.*s",
+					 (int)strcspn(msg, "\n"), msg);
 				nbad++;
 				break;
 			}
 		}
 		if (strstr(msg, "kvmstats") && !strstr(msg, "kvmstats-test:"))
 			rel_kmsg_module_lines++;
-		if (i == sizeof(bad) / sizeof(bad[0]) && strstr(msg, "kvmstats") &&
+		if (i == sizeof(bad) / sizeof(bad[0]) &&
+		    strstr(msg, "kvmstats") &&
 		    !regexec(&kaddr, msg, 0, NULL, 0)) {
 			tap_diag("kernel log: kernel address in: %.*s",
 				 (int)strcspn(msg, "\n"), msg);
@@ -312,11 +334,13 @@ static inline void rel_kmsg_check(int fd, const char *what)
 
 	if (w >= 0) {
 		char m[160];
-		int len = snprintf(m, sizeof(m), "kvmstats-test: end of %s\n", what);
+		int len = snprintf(m, sizeof(m), "kvmstats-test: end of %s\n",
+				   what);
 
 		/* One write(2) per record (dprintf would lseek first and fail). */
 		if (write(w, m, len) != len)
-			tap_diag("cannot write a marker to /dev/kmsg: %s", strerror(errno));
+			tap_diag("cannot write a marker to /dev/kmsg: %s",
+				 strerror(errno));
 		close(w);
 	}
 	n = rel_kmsg_scan(fd, &lines);
