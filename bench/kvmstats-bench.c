@@ -55,22 +55,22 @@
 
 #include "../include/uapi/linux/kvmstats.h"
 
-#define NR_VCPUS	4		/* per VM in the sweep */
-#define MAX_VMS		64
-#define FDS_PER_VM	(1 + NR_VCPUS)
-#define MAX_FILES	(MAX_VMS * FDS_PER_VM)
-#define STATS_MAX	65536		/* larger than any stats file */
-#define IDLE_FDS	32		/* open fds of each idle process */
-#define MAX_DEBUGFS	256		/* stat files per debugfs VM dir */
-#define DEBUGFS_KVM	"/sys/kernel/debug/kvm"
+#define NR_VCPUS    4 /* per VM in the sweep */
+#define MAX_VMS	    64
+#define FDS_PER_VM  (1 + NR_VCPUS)
+#define MAX_FILES   (MAX_VMS * FDS_PER_VM)
+#define STATS_MAX   65536 /* larger than any stats file */
+#define IDLE_FDS    32	  /* open fds of each idle process */
+#define MAX_DEBUGFS 256	  /* stat files per debugfs VM dir */
+#define DEBUGFS_KVM "/sys/kernel/debug/kvm"
 
 static bool quick;
 static bool list_only;
 static bool do_trace = true;
 static const char *tool_path = "/usr/bin/kvmstats";
-static int devfd;			/* /dev/kvmstats */
+static int devfd; /* /dev/kvmstats */
 static pid_t main_pid;
-static int kvmfd;			/* /dev/kvm */
+static int kvmfd; /* /dev/kvm */
 
 /* ------------------------------------------------------------------ */
 /* small helpers */
@@ -143,7 +143,8 @@ static void xread(int fd, void *buf, size_t len)
 	if (!r && getpid() != main_pid)
 		_exit(0);
 	if (r != (ssize_t)len)
-		die("read from a pipe: %zd (%s)", r, r < 0 ? strerror(errno) : "short");
+		die("read from a pipe: %zd (%s)", r,
+		    r < 0 ? strerror(errno) : "short");
 }
 
 /* ------------------------------------------------------------------ */
@@ -168,7 +169,8 @@ static void sfile_init(struct sfile *f, int fd, const char *what)
 		die("%s: cannot read the header: %s", what, strerror(errno));
 	r = pread(fd, scratch, sizeof(scratch), 0);
 	if (r <= (ssize_t)h.data_offset)
-		die("%s: file of %zd bytes, data at %u", what, r, h.data_offset);
+		die("%s: file of %zd bytes, data at %u", what, r,
+		    h.data_offset);
 	f->data_offset = h.data_offset;
 	f->file_size = r;
 	f->data_size = r - h.data_offset;
@@ -191,7 +193,7 @@ static int ours_stats_fd(pid_t pid, int fd, int vcpu)
 struct vmm {
 	int vm;
 	int vcpu[NR_VCPUS];
-	struct sfile native[FDS_PER_VM];	/* [0]: VM, [1 + i]: vCPU i */
+	struct sfile native[FDS_PER_VM]; /* [0]: VM, [1 + i]: vCPU i */
 };
 
 static void vmm_create(struct vmm *m, int nr_vcpus)
@@ -218,7 +220,7 @@ static void vmm_create(struct vmm *m, int nr_vcpus)
 	}
 }
 
-#define DATA_BUF 2048		/* room for any data block */
+#define DATA_BUF 2048 /* room for any data block */
 
 /*
  * One pread of every data block, each into its own buffer (an agent keeps
@@ -364,10 +366,10 @@ struct child_hello {
 
 struct child {
 	pid_t pid;
-	int vm_fd;		/* in the child */
-	int to, from;		/* command and reply pipes */
+	int vm_fd;    /* in the child */
+	int to, from; /* command and reply pipes */
 	int nr_debugfs;
-	char **debugfs;		/* its stat files, as kvm_stat lists them */
+	char **debugfs; /* its stat files, as kvm_stat lists them */
 };
 
 static struct child kids[MAX_VMS];
@@ -477,7 +479,8 @@ static void list_debugfs(struct child *c)
 		return;
 	while ((de = readdir(d)) && c->nr_debugfs < MAX_DEBUGFS) {
 		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
-		if (de->d_name[0] == '.' || stat(path, &st) || !S_ISREG(st.st_mode))
+		if (de->d_name[0] == '.' || stat(path, &st) ||
+		    !S_ISREG(st.st_mode))
 			continue;
 		c->debugfs[c->nr_debugfs++] = strdup(path);
 	}
@@ -487,7 +490,7 @@ static void list_debugfs(struct child *c)
 /* ------------------------------------------------------------------ */
 /* 2. host sweep */
 
-static struct sfile ours[MAX_FILES];	/* VM then its vCPUs, VM by VM */
+static struct sfile ours[MAX_FILES]; /* VM then its vCPUs, VM by VM */
 static struct kvmstats_read_op ops[MAX_FILES];
 static uint8_t batch_buf[MAX_FILES][DATA_BUF] __attribute__((aligned(4096)));
 
@@ -511,12 +514,13 @@ static void open_ours(void)
 			die("LIST_VMS does not show VM %d-%d with %d vCPUs",
 			    kids[k].pid, kids[k].vm_fd, NR_VCPUS);
 		for (j = 0; j < FDS_PER_VM; j++, nr++) {
-			sfile_init(&ours[nr], ours_stats_fd(kids[k].pid,
-							    kids[k].vm_fd,
-							    (int)j - 1),
+			sfile_init(&ours[nr],
+				   ours_stats_fd(kids[k].pid, kids[k].vm_fd,
+						 (int)j - 1),
 				   "our stats fd");
 			if (ours[nr].data_size > sizeof(batch_buf[0]))
-				die("data block of %u bytes", ours[nr].data_size);
+				die("data block of %u bytes",
+				    ours[nr].data_size);
 			ops[nr].fd = ours[nr].fd;
 			ops[nr].offset = ours[nr].data_offset;
 			ops[nr].buf = (uintptr_t)batch_buf[nr];
@@ -564,7 +568,8 @@ static void sweep_debugfs(int k)
 		for (j = 0; j < kids[i].nr_debugfs; j++) {
 			fd = open(kids[i].debugfs[j], O_RDONLY);
 			if (fd < 0)
-				die("open %s: %s", kids[i].debugfs[j], strerror(errno));
+				die("open %s: %s", kids[i].debugfs[j],
+				    strerror(errno));
 			while (read(fd, buf, sizeof(buf)) > 0)
 				;
 			close(fd);
@@ -574,7 +579,10 @@ static void sweep_debugfs(int k)
 
 enum { M_DEBUGFS, M_SINGLE, M_BATCHED, M_NATIVE, NR_METHODS };
 static const char *const method_name[NR_METHODS] = {
-	"debugfs", "single", "batched", "native",
+	"debugfs",
+	"single",
+	"batched",
+	"native",
 };
 
 static const int sweep_sizes[] = { 1, 4, 16, 64 };
@@ -583,8 +591,8 @@ static const int sweep_sizes[] = { 1, 4, 16, 64 };
 struct sweep_result {
 	int k;
 	bool debugfs;
-	double ns[NR_METHODS];		/* median per sweep */
-	double speedup_single, speedup_batched;	/* debugfs / ours */
+	double ns[NR_METHODS];			/* median per sweep */
+	double speedup_single, speedup_batched; /* debugfs / ours */
 	double ratio_single, ratio_batched;	/* ours / native */
 	double sp_lo, sp_hi;
 };
@@ -727,14 +735,14 @@ static void bench_sweep(void)
 
 struct tool_result {
 	bool have;
-	double us;		/* per refresh, steady state */
+	double us; /* per refresh, steady state */
 	double lo, hi;
 	char why[200];
 };
 
 static struct tool_result tool_export, tool_top, tool_oneshot;
 
-#define EXPORT_PORT	9477
+#define EXPORT_PORT 9477
 
 static pid_t spawn(char *const argv[])
 {
@@ -793,7 +801,8 @@ static long scrape_once(void)
 		.sin_port = htons(EXPORT_PORT),
 		.sin_addr.s_addr = htonl(INADDR_LOOPBACK),
 	};
-	static const char req[] = "GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n";
+	static const char req[] =
+		"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n";
 	long total = 0;
 	ssize_t r;
 	int s, tries;
@@ -806,7 +815,7 @@ static long scrape_once(void)
 			break;
 		close(s);
 		s = -1;
-		usleep(10000);	/* the server is still starting */
+		usleep(10000); /* the server is still starting */
 	}
 	if (s < 0)
 		return -1;
@@ -825,7 +834,7 @@ static double export_run(int n, long *bytes)
 {
 	char port[32], cnt[16];
 	char *argv[] = { (char *)tool_path, "export", "--listen", port,
-			 "--max-requests", cnt, NULL };
+			 "--max-requests",  cnt,      NULL };
 	int i, status;
 	pid_t pid;
 
@@ -847,8 +856,14 @@ static double export_run(int n, long *bytes)
 static double top_run(int n)
 {
 	char cnt[16];
-	char *argv[] = { (char *)tool_path, "top", "--batch", "-n", cnt,
-			 "-d", "0.1", NULL };
+	char *argv[] = { (char *)tool_path,
+			 "top",
+			 "--batch",
+			 "-n",
+			 cnt,
+			 "-d",
+			 "0.1",
+			 NULL };
 	int status;
 
 	snprintf(cnt, sizeof(cnt), "%d", n);
@@ -915,7 +930,8 @@ static void bench_tool(void)
 		strcpy(tool_oneshot.why, tool_export.why);
 	} else {
 		loopback_up();
-		tool_cost(&tool_export, "kvmstats export --listen", export_n, 5);
+		tool_cost(&tool_export, "kvmstats export --listen", export_n,
+			  5);
 		tool_cost(&tool_top, "kvmstats top --batch", top_run, 20);
 		for (r = 0; r < rounds; r++) {
 			d[r] = oneshot_n(0);
@@ -927,11 +943,13 @@ static void bench_tool(void)
 			tool_oneshot.us = median(d, rounds);
 			range(d, rounds, &tool_oneshot.lo, &tool_oneshot.hi);
 		} else {
-			strcpy(tool_oneshot.why, "`kvmstats export` failed in the guest");
+			strcpy(tool_oneshot.why,
+			       "`kvmstats export` failed in the guest");
 		}
 	}
 	if (tool_export.have) {
-		printf("# export: %ld bytes per scrape over HTTP\n", export_bytes);
+		printf("# export: %ld bytes per scrape over HTTP\n",
+		       export_bytes);
 		printf("export_cpu_us_per_scrape_64x4=%.0f\n", tool_export.us);
 	} else {
 		printf("# MISSING export_cpu_us_per_scrape_64x4: %s\n",
@@ -1086,7 +1104,7 @@ static void zygote(int op, int n, int nfds)
 
 	xwrite(zygote_to, &cmd, sizeof(cmd));
 	xread(zygote_from, &cmd, sizeof(cmd));
-	sleep(1);	/* let the guest settle before measuring */
+	sleep(1); /* let the guest settle before measuring */
 }
 
 /* Processes and open fds on the host, from /proc. */
@@ -1191,14 +1209,26 @@ static void trace_list(void)
 {
 	/* LIST_VMS's own code and everything it calls per process and fd. */
 	static const char *const traced[] = {
-		"kvmstats_*", "iterate_fd", "file_is_kvm", "find_ge_pid",
-		"pid_nr_ns", "pid_task", "__put_task_struct", "__cond_resched",
-		"_raw_spin_lock", "_raw_spin_unlock", "__rcu_read_lock",
-		"__rcu_read_unlock", "kvfree", "__kvmalloc_node",
-		"__kvmalloc_node_noprof", "task_active_pid_ns",
+		"kvmstats_*",
+		"iterate_fd",
+		"file_is_kvm",
+		"find_ge_pid",
+		"pid_nr_ns",
+		"pid_task",
+		"__put_task_struct",
+		"__cond_resched",
+		"_raw_spin_lock",
+		"_raw_spin_unlock",
+		"__rcu_read_lock",
+		"__rcu_read_unlock",
+		"kvfree",
+		"__kvmalloc_node",
+		"__kvmalloc_node_noprof",
+		"task_active_pid_ns",
 	};
 	static const char *const roots[] = {
-		"/sys/kernel/tracing", "/sys/kernel/debug/tracing",
+		"/sys/kernel/tracing",
+		"/sys/kernel/debug/tracing",
 	};
 	const char *dir = getenv("KVMSTATS_ARTIFACTS");
 	char path[PATH_MAX], dst[PATH_MAX], buf[65536];
@@ -1218,10 +1248,12 @@ static void trace_list(void)
 		printf("# no tracefs: LIST_VMS not traced\n");
 		return;
 	}
-#define TW(file, val) do {						\
-		snprintf(path, sizeof(path), "%s/%s", t, file);		\
-		if (write_str(path, val))				\
-			printf("# tracefs: cannot write %s to %s\n", val, path); \
+#define TW(file, val)                                                     \
+	do {                                                              \
+		snprintf(path, sizeof(path), "%s/%s", t, file);           \
+		if (write_str(path, val))                                 \
+			printf("# tracefs: cannot write %s to %s\n", val, \
+			       path);                                     \
 	} while (0)
 	/*
 	 * Switching tracers patches kernel text.  Under TCG with two vCPUs
@@ -1298,7 +1330,8 @@ static void bench_list(void)
 	printf("list_ns_per_fd_tcg=%.1f\n", per_fd);
 	/* The fastest call is the one the host's scheduler left alone. */
 	printf("list_ns_per_fd_fastest_tcg=%.1f\n",
-	       (fdvar[1].lo - fdvar[0].lo) * 1e6 / (fdvar[1].fds - fdvar[0].fds));
+	       (fdvar[1].lo - fdvar[0].lo) * 1e6 /
+		       (fdvar[1].fds - fdvar[0].fds));
 
 	measure_list(&lists[nr_lists++], 0);
 	per_proc = (fdvar[0].ms - lists[0].ms) * 1e6 /
@@ -1306,7 +1339,7 @@ static void bench_list(void)
 	printf("list_ns_per_process_4fds_tcg=%.0f\n", per_proc);
 	printf("list_ns_per_process_4fds_fastest_tcg=%.0f\n",
 	       (fdvar[0].lo - lists[0].lo) * 1e6 /
-	       (fdvar[0].procs - lists[0].procs));
+		       (fdvar[0].procs - lists[0].procs));
 
 	for (i = 0; i < 3; i++) {
 		if (quick && levels[i] > 1000)
@@ -1317,7 +1350,8 @@ static void bench_list(void)
 		printf("# %d idle processes with %d fds each ready (%.1f s)\n",
 		       have, IDLE_FDS, (now_ns() - t0) / 1e9);
 		measure_list(&lists[nr_lists++], have);
-		printf("list_ms_64vms_%dprocs=%.3f\n", have, lists[nr_lists - 1].ms);
+		printf("list_ms_64vms_%dprocs=%.3f\n", have,
+		       lists[nr_lists - 1].ms);
 		printf("list_ms_fastest_64vms_%dprocs=%.3f\n", have,
 		       lists[nr_lists - 1].lo);
 		if (have == 100)
@@ -1352,7 +1386,8 @@ static void print_table(void)
 
 	printf("\n");
 	printf("kvmstats benchmark (all absolute times are TCG-emulated)\n\n");
-	printf("Per read (median ns per pread, %s)\n", "our fd vs KVM_GET_STATS_FD");
+	printf("Per read (median ns per pread, %s)\n",
+	       "our fd vs KVM_GET_STATS_FD");
 	printf("  %-22s %10s %10s %8s %17s\n", "read", "ours", "native",
 	       "ratio", "round ratios");
 	printf("  %-22s %10.0f %10.0f %8.3f %8.3f..%-8.3f\n", "vCPU data block",
@@ -1386,7 +1421,8 @@ static void print_table(void)
 	for (i = 0; i < nr_lists; i++)
 		printf("  %-10d %8ld %9ld %10.3f %9.3f..%-9.3f %10.1f\n",
 		       lists[i].idle, lists[i].procs, lists[i].fds, lists[i].ms,
-		       lists[i].lo, lists[i].hi, lists[i].ms * 1e6 / lists[i].fds);
+		       lists[i].lo, lists[i].hi,
+		       lists[i].ms * 1e6 / lists[i].fds);
 	printf("  per fd or per process: 1000 idle processes with 4 fds each: %.3f ms, fastest %.3f (%ld fds on the host);\n"
 	       "  the same with %d more fds each: %.3f ms, fastest %.3f (%ld fds)\n",
 	       fdvar[0].ms, fdvar[0].lo, fdvar[0].fds, IDLE_FDS, fdvar[1].ms,
@@ -1452,7 +1488,9 @@ static void write_data(void)
 static void print_mitigations(void)
 {
 	static const char *const v[] = {
-		"spectre_v2", "retbleed", "spec_rstack_overflow",
+		"spectre_v2",
+		"retbleed",
+		"spec_rstack_overflow",
 	};
 	char path[128], line[256];
 	unsigned int i;
@@ -1490,7 +1528,8 @@ int main(int argc, char **argv)
 			tool_path = optarg;
 			break;
 		default:
-			fprintf(stderr, "usage: kvmstats-bench [-q] [-l] [-n] [-t TOOL]\n");
+			fprintf(stderr,
+				"usage: kvmstats-bench [-q] [-l] [-n] [-t TOOL]\n");
 			return 2;
 		}
 	}
