@@ -161,10 +161,16 @@ int kvmstats_stats_fd(struct kvmstats_vm_ref *ref, int vcpu)
 	return fd;
 }
 
+/*
+ * One op of a batch, with pread(2)'s checks in pread(2)'s order: the
+ * offset, the fd, the buffer (even when nothing would be copied), then the
+ * range.
+ */
 static int kvmstats_read_op(const struct kvmstats_read_op *op)
 {
+	char __user *buf = u64_to_user_ptr(op->buf);
+	loff_t pos = op->offset;
 	struct fd f;
-	loff_t pos;
 	ssize_t ret;
 
 	if (op->flags || op->offset > LLONG_MAX)
@@ -172,13 +178,15 @@ static int kvmstats_read_op(const struct kvmstats_read_op *op)
 	f = fdget(op->fd);
 	if (!fd_file(f))
 		return -EBADF;
-	if (fd_file(f)->f_op == &kvmstats_file_fops) {
-		pos = op->offset;
-		ret = kvmstats_copy(fd_file(f)->private_data,
-				    u64_to_user_ptr(op->buf), op->len, &pos);
-	} else {
+	if (fd_file(f)->f_op != &kvmstats_file_fops)
 		ret = -EINVAL;
-	}
+	else if (!access_ok(buf, op->len))
+		ret = -EFAULT;
+	else if ((loff_t)(op->offset + op->len) < 0)
+		ret = -EINVAL;
+	else
+		ret = kvmstats_copy(fd_file(f)->private_data, buf, op->len,
+				    &pos);
 	fdput(f);
 	return ret;
 }

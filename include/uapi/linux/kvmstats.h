@@ -51,7 +51,10 @@
  *	when the creating process holds it only through vCPU, device or stats
  *	fds, or when only a process it was passed to holds its VM fd.  Such a
  *	VM is still reachable with KVMSTATS_GET_STATS_FD through any (pid, fd)
- *	whose fd is its VM file.
+ *	whose fd is its VM file.  Both ioctls see the file table shared by
+ *	the process's threads: a thread that unshared its file table
+ *	(CLONE_THREAD without CLONE_FILES, or unshare(CLONE_FILES)) holds fds
+ *	kvmstats does not see.
  *
  *	Errors: EINVAL (@flags), EFAULT, E2BIG (see above), ENOMEM, EINTR (a
  *	fatal signal arrived during the walk).
@@ -83,16 +86,19 @@
  * KVMSTATS_READ_BATCH			_IOWR(0xBE, 0x03, struct kvmstats_read_batch)
  *
  *	Reads from many kvmstats stats fds of the calling process in one call,
- *	each exactly as pread(2) would (same bytes, same per-op errors), so a
- *	telemetry sweep of a whole host costs one system call instead of one
- *	per VM and vCPU.  Like pread, it takes no lock and allocates nothing.
+ *	each exactly as pread(2) would (same bytes, same per-op errors, checked
+ *	in the same order), so a telemetry sweep of a whole host costs one
+ *	system call instead of one per VM and vCPU.  Like pread, it takes no
+ *	lock and allocates nothing.
  *	Each op's @result is set to the number of bytes read (0 at or past the
  *	end of the file) or to a negative errno:
  *	  -EBADF   @fd is not open;
  *	  -EINVAL  @fd is not a kvmstats stats fd (native KVM stats fds are not
  *	           accepted: read them with pread), @flags is non-zero or
  *	           @offset is above the largest file offset;
- *	  -EFAULT  @buf is not writable for @len bytes.
+ *	  -EFAULT  @buf is not a user address range of @len bytes, or is not
+ *	           writable where bytes are copied;
+ *	  -EINVAL  @offset + @len is above the largest file offset.
  *	Ops are run in order.  The ioctl returns 0 once every op has a result.
  *	It fails with EINVAL before any op is run for non-zero @flags or
  *	@reserved or @nr greater than KVMSTATS_BATCH_MAX, and with EFAULT when
