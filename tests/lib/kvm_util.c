@@ -18,7 +18,7 @@
 
 #include "kvm_util.h"
 
-#define KICK_SIGNAL	SIGUSR1
+#define KICK_SIGNAL	 SIGUSR1
 #define VCPU_CODE_STRIDE 0x100
 
 pid_t sys_gettid(void)
@@ -50,8 +50,8 @@ long __test_ioctl_assert(int fd, unsigned long cmd, const char *name,
 	if (r < 0) {
 		int e = errno;
 
-		tap_bail("%s on fd %d failed: errno %d (%s) [%s:%d]",
-			 name, fd, e, strerror(e), file, line);
+		tap_bail("%s on fd %d failed: errno %d (%s) [%s:%d]", name, fd,
+			 e, strerror(e), file, line);
 	}
 	return r;
 }
@@ -165,21 +165,23 @@ static const uint8_t *guest_code(enum guest_prog prog, unsigned int n,
 	static const uint8_t hlt[] = { 0xf4, 0xeb, 0xfe };
 	static const uint8_t io_loop[] = { 0xe6, GUEST_IO_PORT, 0xeb, 0xfc };
 	static const uint8_t spin[] = { 0xeb, 0xfe };
+	static const uint8_t cli_hlt[] = { 0xfa, 0xf4, 0xeb, 0xfd };
 	static const uint8_t io_count[] = {
-		0xb9, 0, 0,		/* mov $n, %cx */
-		0xe6, GUEST_IO_PORT,	/* 1: out %al, $port */
-		0x49,			/* dec %cx */
-		0x75, 0xfb,		/* jnz 1b */
-		0xf4,			/* hlt */
-		0xeb, 0xfe,		/* jmp . */
+		0xb9, 0,
+		0,		     /* mov $n, %cx */
+		0xe6, GUEST_IO_PORT, /* 1: out %al, $port */
+		0x49,		     /* dec %cx */
+		0x75, 0xfb,	     /* jnz 1b */
+		0xf4,		     /* hlt */
+		0xeb, 0xfe,	     /* jmp . */
 	};
 	static const uint8_t mmio_count[] = {
-		0xb9, 0, 0,		/* mov $n, %cx */
-		0xa2, 0, 0,		/* 1: mov %al, %ds:0 */
-		0x49,			/* dec %cx */
-		0x75, 0xfa,		/* jnz 1b */
-		0xf4,			/* hlt */
-		0xeb, 0xfe,		/* jmp . */
+		0xb9, 0,    0, /* mov $n, %cx */
+		0xa2, 0,    0, /* 1: mov %al, %ds:0 */
+		0x49,	       /* dec %cx */
+		0x75, 0xfa,    /* jnz 1b */
+		0xf4,	       /* hlt */
+		0xeb, 0xfe,    /* jmp . */
 	};
 
 	switch (prog) {
@@ -192,6 +194,9 @@ static const uint8_t *guest_code(enum guest_prog prog, unsigned int n,
 	case GUEST_SPIN:
 		*len = sizeof(spin);
 		return spin;
+	case GUEST_CLI_HLT:
+		*len = sizeof(cli_hlt);
+		return cli_hlt;
 	case GUEST_IO_COUNT:
 		memcpy(buf, io_count, sizeof(io_count));
 		*len = sizeof(io_count);
@@ -308,8 +313,8 @@ struct vcpu *vm_add_vcpu(struct vm *vm, int id)
 
 	r = __vm_add_vcpu(vm, id, &vcpu);
 	if (r < 0)
-		tap_bail("KVM_CREATE_VCPU(id %d) failed: errno %d (%s)",
-			 id, -r, strerror(-r));
+		tap_bail("KVM_CREATE_VCPU(id %d) failed: errno %d (%s)", id, -r,
+			 strerror(-r));
 	return vcpu;
 }
 
@@ -318,22 +323,31 @@ void vcpu_load_prog(struct vcpu *vcpu, enum guest_prog prog, unsigned int n)
 	int r = __vcpu_load_prog(vcpu, prog, n);
 
 	if (r < 0)
-		tap_bail("loading guest program %d on vCPU %d "
-			 "(KVM_GET_SREGS/KVM_SET_SREGS/KVM_SET_REGS) failed: %s",
-			 prog, vcpu->id, strerror(-r));
+		tap_bail(
+			"loading guest program %d on vCPU %d "
+			"(KVM_GET_SREGS/KVM_SET_SREGS/KVM_SET_REGS) failed: %s",
+			prog, vcpu->id, strerror(-r));
 }
 
 static const char *exit_name(unsigned int reason)
 {
 	switch (reason) {
-	case KVM_EXIT_IO: return "KVM_EXIT_IO";
-	case KVM_EXIT_MMIO: return "KVM_EXIT_MMIO";
-	case KVM_EXIT_HLT: return "KVM_EXIT_HLT";
-	case KVM_EXIT_SHUTDOWN: return "KVM_EXIT_SHUTDOWN";
-	case KVM_EXIT_FAIL_ENTRY: return "KVM_EXIT_FAIL_ENTRY";
-	case KVM_EXIT_INTERNAL_ERROR: return "KVM_EXIT_INTERNAL_ERROR";
-	case KVM_EXIT_UNKNOWN: return "KVM_EXIT_UNKNOWN";
-	default: return "?";
+	case KVM_EXIT_IO:
+		return "KVM_EXIT_IO";
+	case KVM_EXIT_MMIO:
+		return "KVM_EXIT_MMIO";
+	case KVM_EXIT_HLT:
+		return "KVM_EXIT_HLT";
+	case KVM_EXIT_SHUTDOWN:
+		return "KVM_EXIT_SHUTDOWN";
+	case KVM_EXIT_FAIL_ENTRY:
+		return "KVM_EXIT_FAIL_ENTRY";
+	case KVM_EXIT_INTERNAL_ERROR:
+		return "KVM_EXIT_INTERNAL_ERROR";
+	case KVM_EXIT_UNKNOWN:
+		return "KVM_EXIT_UNKNOWN";
+	default:
+		return "?";
 	}
 }
 
@@ -379,8 +393,9 @@ int vcpu_get_stats_fd(struct vcpu *vcpu)
 	int fd = __vcpu_get_stats_fd(vcpu);
 
 	if (fd < 0)
-		tap_bail("KVM_GET_STATS_FD on vCPU %d fd %d failed: errno %d (%s)",
-			 vcpu->id, vcpu->fd, -fd, strerror(-fd));
+		tap_bail(
+			"KVM_GET_STATS_FD on vCPU %d fd %d failed: errno %d (%s)",
+			vcpu->id, vcpu->fd, -fd, strerror(-fd));
 	return fd;
 }
 
@@ -406,7 +421,7 @@ static void kick_install(void)
 	struct sigaction sa;
 
 	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = kick_handler;	/* no SA_RESTART: KVM_RUN gets EINTR */
+	sa.sa_handler = kick_handler; /* no SA_RESTART: KVM_RUN gets EINTR */
 	sigemptyset(&sa.sa_mask);
 	sigaction(KICK_SIGNAL, &sa, NULL);
 }
@@ -415,12 +430,15 @@ static void *vcpu_thread_fn(void *arg)
 {
 	struct vcpu *vcpu = arg;
 
+	vcpu->tid = sys_gettid();
 	vcpu->in_run = 1;
 	while (!vcpu->stop) {
 		int r = __vcpu_run(vcpu);
 
-		if (r == -EINTR)
+		if (r == -EINTR) {
+			__atomic_add_fetch(&vcpu->nr_intr, 1, __ATOMIC_SEQ_CST);
 			continue;
+		}
 		if (r < 0) {
 			vcpu->thread_err = r;
 			break;
@@ -484,9 +502,135 @@ void vcpu_thread_stop(struct vcpu *vcpu)
 	vcpu->thread_started = false;
 	vcpu->run->immediate_exit = 0;
 	if (vcpu->thread_err)
-		tap_diag("vCPU %d thread ended with error %d (%s), exit reason %u",
-			 vcpu->id, vcpu->thread_err, strerror(-vcpu->thread_err),
-			 vcpu->run->exit_reason);
+		tap_diag(
+			"vCPU %d thread ended with error %d (%s), exit reason %u",
+			vcpu->id, vcpu->thread_err, strerror(-vcpu->thread_err),
+			vcpu->run->exit_reason);
+}
+
+int __vm_create_irqchip(struct vm **out)
+{
+	struct vm *vm;
+	int r = __vm_create(&vm);
+
+	if (r < 0)
+		return r;
+	r = __test_ioctl(vm->fd, KVM_CREATE_IRQCHIP, 0);
+	if (r < 0) {
+		vm_free(vm);
+		return r;
+	}
+	vm->irqchip = true;
+	*out = vm;
+	return 0;
+}
+
+struct vm *vm_create_irqchip(int nr_vcpus)
+{
+	struct kvm_mp_state mp = { .mp_state = KVM_MP_STATE_RUNNABLE };
+	struct vm *vm;
+	int i, r;
+
+	r = __vm_create_irqchip(&vm);
+	if (r < 0)
+		tap_bail(
+			"creating a VM with an in-kernel irqchip (KVM_CREATE_VM, "
+			"KVM_CREATE_IRQCHIP) failed: %s",
+			strerror(-r));
+	for (i = 0; i < nr_vcpus; i++) {
+		struct vcpu *vcpu = vm_add_vcpu(vm, i);
+
+		/* APs would wait for INIT/SIPI: make every vCPU runnable. */
+		test_ioctl(vcpu->fd, KVM_SET_MP_STATE, &mp);
+	}
+	return vm;
+}
+
+/* Is the vCPU thread asleep in KVM's halt wait?  1 yes, 0 no, -errno. */
+static int vcpu_asleep_in_kvm(struct vcpu *vcpu)
+{
+	char path[64], buf[128];
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/wchan",
+		 (int)vcpu->tid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n < 0)
+		return -EIO;
+	buf[n] = '\0';
+	/*
+	 * wchan is non-zero only for a task off the run queue; the kernel
+	 * names the first function outside the scheduler: kvm_vcpu_block
+	 * (or kvm_vcpu_halt where it is inlined).
+	 */
+	return !strncmp(buf, "kvm_vcpu_", 9);
+}
+
+int __vcpu_wait_halted(struct vcpu *vcpu, unsigned int timeout_ms)
+{
+	uint64_t deadline = now_ns() + (uint64_t)timeout_ms * 1000000ull;
+
+	while (!vcpu->tid || vcpu_asleep_in_kvm(vcpu) != 1) {
+		if (now_ns() > deadline)
+			return -ETIMEDOUT;
+		msleep(1);
+	}
+	return 0;
+}
+
+void vcpu_halt_start(struct vcpu *vcpu)
+{
+	if (!vcpu->vm->irqchip)
+		tap_bail("vcpu_halt_start: the VM has no in-kernel irqchip");
+	vcpu_load_prog(vcpu, GUEST_CLI_HLT, 0);
+	vcpu->tid = 0;
+	vcpu->nr_intr = 0;
+	vcpu->halt_wakes = vcpu->halt_wakes_unsure = 0;
+	vcpu_thread_start(vcpu);
+	vcpu_thread_wait_running(vcpu);
+	if (__vcpu_wait_halted(vcpu, 10000))
+		tap_diag("vCPU %d: not seen asleep in KVM (wchan) within 10 s",
+			 vcpu->id);
+}
+
+void vcpu_halt_wake(struct vcpu *vcpu)
+{
+	unsigned long before =
+		__atomic_load_n(&vcpu->nr_intr, __ATOMIC_SEQ_CST);
+	bool sure = false;
+	uint64_t deadline;
+	int i;
+
+	/* Once wchan never showed it asleep, do not wait seconds each time. */
+	if (!(vcpu->halt_wakes_unsure && !vcpu->halt_wakes))
+		sure = !__vcpu_wait_halted(vcpu, 3000);
+	if (sure) {
+		vcpu->halt_wakes++;
+	} else {
+		msleep(50);
+		vcpu->halt_wakes_unsure++;
+	}
+	deadline = now_ns() + 10ull * 1000000000ull;
+	for (i = 0; __atomic_load_n(&vcpu->nr_intr, __ATOMIC_SEQ_CST) == before;
+	     i++) {
+		/* Unsure: the signal may have come between two KVM_RUNs. */
+		if (i == 0 || (!sure && i % 100 == 0))
+			pthread_kill(vcpu->thread, KICK_SIGNAL);
+		if (now_ns() > deadline)
+			tap_bail(
+				"vCPU %d: KVM_RUN did not return EINTR within 10 s "
+				"of a signal",
+				vcpu->id);
+		if (vcpu->thread_err)
+			tap_bail("vCPU %d thread failed: %s", vcpu->id,
+				 strerror(-vcpu->thread_err));
+		msleep(1);
+	}
 }
 
 static pid_t keeper_pid, keeper_owner;
@@ -530,7 +674,8 @@ void vm_keeper_start(void)
 	}
 	close(p[1]);
 	if (read(p[0], &c, 1) != 1 || c != 'k')
-		tap_diag("keeper VM could not be created: VM creation will flip KVM's static key");
+		tap_diag(
+			"keeper VM could not be created: VM creation will flip KVM's static key");
 	close(p[0]);
 	keeper_pid = pid;
 	keeper_owner = getpid();

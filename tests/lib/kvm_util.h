@@ -25,25 +25,26 @@
 
 #include "tap.h"
 
-#define GUEST_MEM_SIZE	0x10000		/* one slot, guest physical 0..64K */
-#define GUEST_CODE	0x1000		/* CS:IP = 0000:1000 */
-#define GUEST_MMIO_SEG	0x2000		/* DS base 0x20000: not backed */
-#define GUEST_IO_PORT	0x10
-#define VM_MAX_VCPUS	16
+#define GUEST_MEM_SIZE 0x10000 /* one slot, guest physical 0..64K */
+#define GUEST_CODE     0x1000  /* CS:IP = 0000:1000 */
+#define GUEST_MMIO_SEG 0x2000  /* DS base 0x20000: not backed */
+#define GUEST_IO_PORT  0x10
+#define VM_MAX_VCPUS   16
 
 enum guest_prog {
-	GUEST_HLT,		/* hlt */
-	GUEST_IO_LOOP,		/* 1: out %al,$0x10; jmp 1b */
-	GUEST_IO_COUNT,		/* mov $n,%cx; 1: out; dec %cx; jnz 1b; hlt */
-	GUEST_MMIO_COUNT,	/* n stores to DS:0, then hlt */
-	GUEST_SPIN,		/* 1: jmp 1b */
+	GUEST_HLT,	  /* hlt */
+	GUEST_IO_LOOP,	  /* 1: out %al,$0x10; jmp 1b */
+	GUEST_IO_COUNT,	  /* mov $n,%cx; 1: out; dec %cx; jnz 1b; hlt */
+	GUEST_MMIO_COUNT, /* n stores to DS:0, then hlt */
+	GUEST_SPIN,	  /* 1: jmp 1b */
+	GUEST_CLI_HLT,	  /* cli; 1: hlt; jmp 1b (irqchip VMs: blocks in KVM) */
 };
 
 struct vcpu {
 	struct vm *vm;
 	int fd;
-	int id;			/* vcpu_id given to KVM_CREATE_VCPU */
-	int index;		/* creation order */
+	int id;	   /* vcpu_id given to KVM_CREATE_VCPU */
+	int index; /* creation order */
 	struct kvm_run *run;
 	size_t run_size;
 	pid_t creator_tid;
@@ -53,16 +54,23 @@ struct vcpu {
 	pthread_t thread;
 	bool thread_started;
 	volatile int stop;
-	volatile int in_run;	/* set just before the thread's first KVM_RUN */
-	int thread_err;		/* -errno from the thread's loop, 0 if fine */
+	volatile int in_run; /* set just before the thread's first KVM_RUN */
+	int thread_err;	     /* -errno from the thread's loop, 0 if fine */
+
+	/* Halting vCPUs of irqchip VMs (vcpu_halt_start()). */
+	volatile pid_t tid; /* the vCPU thread's tid, once it runs */
+	volatile unsigned long nr_intr; /* KVM_RUN returns with EINTR */
+	unsigned long halt_wakes;	/* wakes of a vCPU seen asleep in KVM */
+	unsigned long halt_wakes_unsure; /* wakes without that certainty */
 };
 
 struct vm {
-	int kvm_fd;		/* /dev/kvm */
+	int kvm_fd; /* /dev/kvm */
 	int fd;
 	void *mem;
 	int nr_vcpus;
 	pid_t creator_tid;
+	bool irqchip; /* KVM_CREATE_IRQCHIP done (vm_create_irqchip) */
 	struct vcpu *vcpus[VM_MAX_VCPUS];
 };
 
@@ -71,10 +79,10 @@ int __kvm_open(void);
 int __vm_create(struct vm **out);
 int __vm_add_vcpu(struct vm *vm, int id, struct vcpu **out);
 int __vcpu_load_prog(struct vcpu *vcpu, enum guest_prog prog, unsigned int n);
-int __vcpu_run(struct vcpu *vcpu);	/* one KVM_RUN; returns exit_reason */
-int __vm_get_stats_fd(struct vm *vm);	/* native KVM_GET_STATS_FD */
+int __vcpu_run(struct vcpu *vcpu);    /* one KVM_RUN; returns exit_reason */
+int __vm_get_stats_fd(struct vm *vm); /* native KVM_GET_STATS_FD */
 int __vcpu_get_stats_fd(struct vcpu *vcpu);
-void vm_free(struct vm *vm);		/* closes every fd, frees memory */
+void vm_free(struct vm *vm); /* closes every fd, frees memory */
 
 /* Asserting layer. */
 struct vm *vm_create(int nr_vcpus, const int *ids);
@@ -99,6 +107,33 @@ void vcpu_thread_stop(struct vcpu *vcpu);
 void vcpu_thread_wait_running(struct vcpu *vcpu);
 
 /*
+ * VMs with an in-kernel irqchip (PIC, IOAPIC and local APICs; created with
+ * KVM_CREATE_IRQCHIP before the vCPUs, which are all set runnable): a HLT
+ * no longer exits to userspace but blocks the vCPU thread in the kernel
+ * (kvm_vcpu_halt -> kvm_vcpu_block), which is what fills halt_wait_ns and
+ * halt_wait_hist.  With interrupts disabled nothing but a signal wakes it:
+ * KVM_RUN then returns EINTR, and the next KVM_RUN blocks again.
+ */
+int __vm_create_irqchip(struct vm **out);
+struct vm *vm_create_irqchip(int nr_vcpus);
+
+/*
+ * vcpu_halt_start(): load GUEST_CLI_HLT and start the vCPU thread; returns
+ * once the vCPU sleeps in the halt wait.  vcpu_halt_wake(): wait until it
+ * sleeps there, wake it with a signal and wait for the EINTR.  Each wake
+ * of a vCPU known to be asleep (its /proc wchan in kvm_vcpu_*: off the run
+ * queue, past the point where KVM counts the wait) ends exactly one
+ * halt_wait_hist sample; halt_wakes counts those, halt_wakes_unsure the
+ * wakes sent after only the `blocking` stat and a pause said so (wchan not
+ * readable).  vcpu_thread_stop() ends the thread: if it was asleep, that
+ * is one more sample.
+ */
+void vcpu_halt_start(struct vcpu *vcpu);
+/* 0 once the vCPU sleeps in KVM's halt wait (wchan), -ETIMEDOUT. */
+int __vcpu_wait_halted(struct vcpu *vcpu, unsigned int timeout_ms);
+void vcpu_halt_wake(struct vcpu *vcpu);
+
+/*
  * Start of every test that creates VMs: tap_init(), then a keeper.
  *
  * KVM flips a static key (preempt notifiers) whenever the host's number of
@@ -113,7 +148,7 @@ void vcpu_thread_wait_running(struct vcpu *vcpu);
  */
 void kvm_test_init(void);
 void vm_keeper_start(void);
-void vm_keeper_stop(void);	/* before unloading modules */
+void vm_keeper_stop(void); /* before unloading modules */
 
 pid_t sys_gettid(void);
 uint64_t now_ns(void);
@@ -122,9 +157,9 @@ void msleep(unsigned int ms);
 /* Generic asserting ioctl: prints the command's name on failure. */
 long __test_ioctl_assert(int fd, unsigned long cmd, const char *name,
 			 unsigned long arg, const char *file, int line);
-#define test_ioctl(fd, cmd, arg)					\
-	__test_ioctl_assert(fd, cmd, #cmd, (unsigned long)(arg),	\
-			    __FILE__, __LINE__)
+#define test_ioctl(fd, cmd, arg)                                           \
+	__test_ioctl_assert(fd, cmd, #cmd, (unsigned long)(arg), __FILE__, \
+			    __LINE__)
 
 /* Raw ioctl returning the result or -errno. */
 static inline long __test_ioctl(int fd, unsigned long cmd, unsigned long arg)

@@ -24,7 +24,7 @@
 
 #include "kvmstats_util.h"
 
-#define TOOL "/usr/bin/kvmstats"
+#define TOOL	"/usr/bin/kvmstats"
 #define OUT_MAX (1 << 20)
 
 static char out[OUT_MAX];
@@ -39,7 +39,8 @@ static int run(const char *cmd)
 	out[0] = '\0';
 	if (!p)
 		return -1;
-	while (n + 1 < sizeof(out) && (r = fread(out + n, 1, sizeof(out) - 1 - n, p)) > 0)
+	while (n + 1 < sizeof(out) &&
+	       (r = fread(out + n, 1, sizeof(out) - 1 - n, p)) > 0)
 		n += r;
 	out[n] = '\0';
 	st = pclose(p);
@@ -86,7 +87,9 @@ static void prom_family(const struct kvm_stats_desc *d, char *buf, size_t len)
 			base[n - 3] = '\0';
 	}
 	snprintf(buf, len, "kvm_vcpu_%s%s%s", base, unit,
-		 (d->flags & KVM_STATS_TYPE_MASK) == KVM_STATS_TYPE_CUMULATIVE ? "_total" : "");
+		 (d->flags & KVM_STATS_TYPE_MASK) == KVM_STATS_TYPE_CUMULATIVE ?
+			 "_total" :
+			 "");
 }
 
 static bool is_hist(const struct kvm_stats_desc *d)
@@ -191,23 +194,171 @@ static void save_artifact(const char *name, const void *data, size_t len)
 		close(fd);
 }
 
-/* show, show --json and export of a halted vCPU against the native fd. */
-static void check_values(struct vm *vm)
+/*
+ * Each non-empty bucket of histogram @d in `show` text: the line
+ * "    [b] [lo, hi) count" under the stat's header line, the header's
+ * sample total, and no line for an empty bucket.
+ */
+static int check_show_hist(const char *text, const struct stats_blob *native,
+			   const struct kvm_stats_desc *d,
+			   unsigned long long *total)
+{
+	const char *p, *end;
+	char head[96], want[128];
+	int b, bad = 0;
+
+	snprintf(head, sizeof(head), "\n  %s ", d->name);
+	p = strstr(text, head);
+	if (!p) {
+		tap_diag("show: no histogram %s", d->name);
+		return 1;
+	}
+	end = strstr(p + 1, "\n  ");
+	while (end && !strncmp(end, "\n    [", 6))
+		end = strstr(end + 1, "\n  ");
+	*total = 0;
+	for (b = 0; b < d->size; b++)
+		*total += stats_value(native, d->name, b);
+	snprintf(want, sizeof(want), ", %llu samples", *total);
+	if (!strstr(p, want) || (end && strstr(p, want) > end)) {
+		tap_diag("show: %s: want %llu samples", d->name, *total);
+		bad++;
+	}
+	for (b = 0; b < d->size; b++) {
+		unsigned long long v = stats_value(native, d->name, b);
+		char lo[32], hi[32];
+		const char *q;
+
+		if ((d->flags & KVM_STATS_TYPE_MASK) ==
+		    KVM_STATS_TYPE_LOG_HIST) {
+			snprintf(lo, sizeof(lo), "%llu",
+				 b ? 1ull << (b - 1) : 0ull);
+			snprintf(hi, sizeof(hi), "%llu", 1ull << b);
+		} else {
+			snprintf(lo, sizeof(lo), "%llu",
+				 (unsigned long long)b * d->bucket_size);
+			snprintf(hi, sizeof(hi), "%llu",
+				 (unsigned long long)(b + 1) * d->bucket_size);
+		}
+		if (b == d->size - 1)
+			snprintf(hi, sizeof(hi), "inf");
+		snprintf(want, sizeof(want), "\n    [%d] [%s, %s) %llu\n", b,
+			 lo, hi, v);
+		q = strstr(p, want);
+		if (v && (!q || (end && q > end))) {
+			tap_diag("show: %s: no line %s", d->name, want + 1);
+			bad++;
+		}
+		snprintf(want, sizeof(want), "\n    [%d] ", b);
+		q = strstr(p, want);
+		if (!v && q && (!end || q < end)) {
+			tap_diag("show: %s: a line for empty bucket %d",
+				 d->name, b);
+			bad++;
+		}
+	}
+	return bad;
+}
+
+/*
+ * The exposition's family for histogram @d of vCPU 0 (labels @labels)
+ * against the native data: every cumulative bucket, le = hi - 1 of the
+ * KVM bucket in seconds (exact), +Inf and _count.
+ */
+static int check_prom_hist(const char *text, const struct stats_blob *native,
+			   const struct kvm_stats_desc *d, const char *labels)
+{
+	char fam[128], key[512];
+	unsigned long long cum = 0;
+	const char *p;
+	int b, bad = 0;
+
+	prom_family(d, fam, sizeof(fam));
+	for (b = 0; b < d->size; b++) {
+		uint64_t le_ns = 0;
+
+		cum += stats_value(native, d->name, b);
+		snprintf(key, sizeof(key), "\n%s_bucket%s,le=\"", fam, labels);
+		p = text;
+		for (int k = 0; p && k <= b; k++) {
+			p = strstr(p + 1, key);
+		}
+		if (!p) {
+			tap_diag("export: %s: no bucket line %d", fam, b);
+			return bad + 1;
+		}
+		p += strlen(key);
+		if (b == d->size - 1) {
+			if (strncmp(p, "+Inf\"}", 6)) {
+				tap_diag(
+					"export: %s: the last bucket is not +Inf",
+					fam);
+				bad++;
+			}
+		} else {
+			uint64_t hi =
+				(d->flags & KVM_STATS_TYPE_MASK) ==
+						KVM_STATS_TYPE_LOG_HIST ?
+					1ull << b :
+					(uint64_t)(b + 1) * d->bucket_size;
+
+			char le[64];
+			size_t n = strcspn(p, "\"");
+
+			snprintf(le, sizeof(le), "%.*s",
+				 (int)(n < sizeof(le) ? n : sizeof(le) - 1), p);
+			if (!seconds_to_ns(le, &le_ns) || le_ns != hi - 1) {
+				tap_diag(
+					"export: %s bucket %d: le %.*s, want %llu ns",
+					fam, b, (int)strcspn(p, "\""), p,
+					(unsigned long long)(hi - 1));
+				bad++;
+			}
+		}
+		p = strchr(p, '}');
+		if (!p || strtoull(p + 1, NULL, 10) != cum) {
+			tap_diag("export: %s bucket %d: want cumulative %llu",
+				 fam, b, cum);
+			bad++;
+		}
+	}
+	snprintf(key, sizeof(key), "\n%s_count%s} %llu\n", fam, labels, cum);
+	if (!strstr(text, key)) {
+		tap_diag("export: no line %s", key + 1);
+		bad++;
+	}
+	return bad;
+}
+
+/*
+ * show, show --json and export of vCPU 0 of @vm against its native fd
+ * @nfd (opened by the caller: native GET_STATS_FD waits for the vCPU's
+ * mutex, held by a vCPU thread in KVM_RUN).  @what names the VM in the
+ * check lines.  The vCPU must not change meanwhile (halted, or asleep in
+ * the kernel's halt wait).  With @hists, histograms are checked bucket by
+ * bucket in the text and the exposition too, and at least one must have
+ * samples.  With @save, the export and the raw file go to the artifacts.
+ */
+static void check_values(struct vm *vm, int nfd, const char *what, bool hists,
+			 bool save)
 {
 	static struct stats_blob native;
 	const struct kvm_stats_header *h;
-	char cmd[256], fam[128], line[256], *export_out;
+	char cmd[256], fam[128], line[256], *export_out, *show_out;
 	int i, rc, scalars = 0, bad_show = 0, bad_json = 0, bad_prom = 0;
-	int nfd = vcpu_get_stats_fd(vm->vcpus[0]);
+	int nhist = 0, bad_hshow = 0, bad_hprom = 0;
+	unsigned long long samples = 0;
 
 	stats_read_all(nfd, &native, "native vCPU 0 stats");
-	close(nfd);
 	h = stats_header(&native);
 
 	/* Text. */
-	snprintf(cmd, sizeof(cmd), TOOL " show %d:%d --vcpu 0", getpid(), vm->fd);
+	snprintf(cmd, sizeof(cmd), TOOL " show %d:%d --vcpu 0", getpid(),
+		 vm->fd);
 	rc = run(cmd);
-	tap_eq(rc, 0, "show %d:%d --vcpu 0 exits 0", getpid(), vm->fd);
+	tap_eq(rc, 0, "%s: show %d:%d --vcpu 0 exits 0", what, getpid(),
+	       vm->fd);
+	show_out = strdup(out);
 	for (i = 0; i < (int)h->num_desc; i++) {
 		const struct kvm_stats_desc *d = stats_desc(&native, i);
 		uint64_t v = stats_value(&native, d->name, 0);
@@ -220,7 +371,8 @@ static void check_values(struct vm *vm)
 		p = strstr(out, line);
 		if (p)
 			p += strlen(line) + strspn(p + strlen(line), " ");
-		if ((d->flags & KVM_STATS_UNIT_MASK) == KVM_STATS_UNIT_BOOLEAN) {
+		if ((d->flags & KVM_STATS_UNIT_MASK) ==
+		    KVM_STATS_UNIT_BOOLEAN) {
 			const char *want = v ? "yes" : "no";
 
 			if (!p || strncmp(p, want, strlen(want))) {
@@ -228,50 +380,88 @@ static void check_values(struct vm *vm)
 				bad_show++;
 			}
 		} else if (!p || strtoull(p, NULL, 10) != v) {
-			tap_diag("show: %s: want %llu", d->name, (unsigned long long)v);
+			tap_diag("show: %s: want %llu", d->name,
+				 (unsigned long long)v);
 			bad_show++;
 		}
 	}
-	tap_check(!bad_show && scalars > 0, "show: %d scalar values equal the native fd's",
+	tap_check(!bad_show && scalars > 0,
+		  "%s: show: %d scalar values equal the native fd's", what,
 		  scalars);
+	if (hists) {
+		for (i = 0; i < (int)h->num_desc; i++) {
+			const struct kvm_stats_desc *d = stats_desc(&native, i);
+			unsigned long long total = 0;
+
+			if (!is_hist(d))
+				continue;
+			nhist++;
+			bad_hshow +=
+				check_show_hist(show_out, &native, d, &total);
+			if (total)
+				tap_diag("%s: %s has %llu samples", what,
+					 d->name, total);
+			samples += total;
+		}
+		tap_check(
+			nhist > 0 && samples > 0,
+			"%s: the vCPU's histograms have samples (%llu in %d histograms)",
+			what, samples, nhist);
+		tap_check(
+			!bad_hshow,
+			"%s: show: every bucket of the %d histograms (totals, [lo, hi) bounds, counts) equals the native fd's",
+			what, nhist);
+	}
+	free(show_out);
 
 	/* JSON. */
-	snprintf(cmd, sizeof(cmd), TOOL " show %d:%d --vcpu 0 --json", getpid(), vm->fd);
+	snprintf(cmd, sizeof(cmd), TOOL " show %d:%d --vcpu 0 --json", getpid(),
+		 vm->fd);
 	rc = run(cmd);
-	tap_check(rc == 0 && json_valid(out), "show --json exits 0 and parses as JSON");
+	tap_check(rc == 0 && json_valid(out),
+		  "%s: show --json exits 0 and parses as JSON", what);
 	for (i = 0; i < (int)h->num_desc; i++) {
 		const struct kvm_stats_desc *d = stats_desc(&native, i);
 		char want[2048];
 		size_t n;
 		int b;
 
-		n = (size_t)snprintf(want, sizeof(want), "{\"name\": \"%s\", \"value\": ", d->name);
+		n = (size_t)snprintf(want, sizeof(want),
+				     "{\"name\": \"%s\", \"value\": ", d->name);
 		if (is_hist(d)) {
 			n += (size_t)snprintf(want + n, sizeof(want) - n, "[");
 			for (b = 0; b < d->size; b++)
-				n += (size_t)snprintf(want + n, sizeof(want) - n, "%s%llu",
-						      b ? ", " : "",
-						      (unsigned long long)stats_value(&native, d->name, b));
+				n += (size_t)snprintf(
+					want + n, sizeof(want) - n, "%s%llu",
+					b ? ", " : "",
+					(unsigned long long)stats_value(
+						&native, d->name, b));
 			snprintf(want + n, sizeof(want) - n, "]}");
-		} else if ((d->flags & KVM_STATS_UNIT_MASK) == KVM_STATS_UNIT_BOOLEAN) {
+		} else if ((d->flags & KVM_STATS_UNIT_MASK) ==
+			   KVM_STATS_UNIT_BOOLEAN) {
 			snprintf(want + n, sizeof(want) - n, "%s}",
-				 stats_value(&native, d->name, 0) ? "true" : "false");
+				 stats_value(&native, d->name, 0) ? "true" :
+								    "false");
 		} else {
 			snprintf(want + n, sizeof(want) - n, "%llu}",
-				 (unsigned long long)stats_value(&native, d->name, 0));
+				 (unsigned long long)stats_value(&native,
+								 d->name, 0));
 		}
 		if (!strstr(out, want)) {
 			tap_diag("json: missing %s", want);
 			bad_json++;
 		}
 	}
-	tap_check(!bad_json, "show --json: all %u values (histograms bucket 0 first) equal the native fd's",
-		  h->num_desc);
+	tap_check(
+		!bad_json,
+		"%s: show --json: all %u values (histograms bucket 0 first) equal the native fd's",
+		what, h->num_desc);
 
 	/* Prometheus. */
 	rc = run(TOOL " export");
-	tap_check(rc == 0 && strstr(out, "# TYPE kvm_vcpu_exits_total counter\n"),
-		  "export exits 0 and has kvm_vcpu_exits_total");
+	tap_check(rc == 0 &&
+			  strstr(out, "# TYPE kvm_vcpu_exits_total counter\n"),
+		  "%s: export exits 0 and has kvm_vcpu_exits_total", what);
 	export_out = strdup(out);
 	for (i = 0; i < (int)h->num_desc; i++) {
 		const struct kvm_stats_desc *d = stats_desc(&native, i);
@@ -281,7 +471,8 @@ static void check_values(struct vm *vm)
 		if (is_hist(d))
 			continue;
 		prom_family(d, fam, sizeof(fam));
-		snprintf(line, sizeof(line), "\n%s{pid=\"%d\",fd=\"%d\",id=\"%s\",vcpu=\"0\"} ",
+		snprintf(line, sizeof(line),
+			 "\n%s{pid=\"%d\",fd=\"%d\",id=\"%s\",vcpu=\"0\"} ",
 			 fam, getpid(), vm->fd, stats_id(&native));
 		p = strstr(export_out, line);
 		if (!p) {
@@ -290,31 +481,60 @@ static void check_values(struct vm *vm)
 			continue;
 		}
 		p += strlen(line);
-		if ((d->flags & KVM_STATS_UNIT_MASK) == KVM_STATS_UNIT_SECONDS) {
+		if ((d->flags & KVM_STATS_UNIT_MASK) ==
+		    KVM_STATS_UNIT_SECONDS) {
 			if (!seconds_to_ns(p, &got) || got != v) {
-				tap_diag("export: %s: want %llu ns", fam, (unsigned long long)v);
+				tap_diag("export: %s: want %llu ns", fam,
+					 (unsigned long long)v);
 				bad_prom++;
 			}
-		} else if ((d->flags & KVM_STATS_UNIT_MASK) == KVM_STATS_UNIT_BOOLEAN) {
+		} else if ((d->flags & KVM_STATS_UNIT_MASK) ==
+			   KVM_STATS_UNIT_BOOLEAN) {
 			if (strtoull(p, NULL, 10) != (v ? 1 : 0))
 				bad_prom++;
 		} else if (strtoull(p, NULL, 10) != v) {
-			tap_diag("export: %s: want %llu", fam, (unsigned long long)v);
+			tap_diag("export: %s: want %llu", fam,
+				 (unsigned long long)v);
 			bad_prom++;
 		}
 	}
-	tap_check(!bad_prom, "export: %d scalar values equal the native fd's (ns exact as seconds)",
-		  scalars);
+	tap_check(
+		!bad_prom,
+		"%s: export: %d scalar values equal the native fd's (ns exact as seconds)",
+		what, scalars);
+	if (hists) {
+		char labels[256];
+
+		snprintf(labels, sizeof(labels),
+			 "{pid=\"%d\",fd=\"%d\",id=\"%s\",vcpu=\"0\"", getpid(),
+			 vm->fd, stats_id(&native));
+		for (i = 0; i < (int)h->num_desc; i++) {
+			const struct kvm_stats_desc *d = stats_desc(&native, i);
+
+			if (is_hist(d))
+				bad_hprom += check_prom_hist(
+					export_out, &native, d, labels);
+		}
+		tap_check(
+			!bad_hprom,
+			"%s: export: every bucket of the %d histograms (cumulative, le = hi - 1 in seconds, +Inf, _count) equals the native fd's",
+			what, nhist);
+	}
+	if (!save) {
+		free(export_out);
+		return;
+	}
 	save_artifact("metrics.prom", export_out, strlen(export_out));
 	save_artifact("vcpu0.stats", native.data, native.size);
-	snprintf(line, sizeof(line), "pid=%d\nfd=%d\nvcpu=0\nid=%s\n", getpid(), vm->fd,
-		 stats_id(&native));
+	snprintf(line, sizeof(line), "pid=%d\nfd=%d\nvcpu=0\nid=%s\n", getpid(),
+		 vm->fd, stats_id(&native));
 	save_artifact("target.txt", line, strlen(line));
 	free(export_out);
 }
 
 /* The RATE/s column of "<obj> <stat> <total> <rate>" in the last report. */
-static bool top_rate(const char *text, const char *obj, const char *stat, double *rate)
+static bool top_rate(const char *text, const char *obj, const char *stat,
+		     double *rate)
 {
 	const char *last = text, *p;
 	char key[128];
@@ -327,7 +547,8 @@ static bool top_rate(const char *text, const char *obj, const char *stat, double
 		char o[64], s[64];
 		unsigned long long total;
 
-		if (sscanf(p + 1, "%63s %63s %llu %lf", o, s, &total, rate) == 4 &&
+		if (sscanf(p + 1, "%63s %63s %llu %lf", o, s, &total, rate) ==
+			    4 &&
 		    !strcmp(s, stat)) {
 			found = true;
 			break;
@@ -344,18 +565,22 @@ static void check_top(struct vm *halted, struct vm *running)
 	int rc;
 
 	snprintf(cmd, sizeof(cmd),
-		 TOOL " top --batch -n 2 -d 1 --per vcpu -f '^io_exits$' %d", getpid());
+		 TOOL " top --batch -n 2 -d 1 --per vcpu -f '^io_exits$' %d",
+		 getpid());
 	rc = run(cmd);
 	tap_eq(rc, 0, "top --batch -n 2 exits 0");
 	snprintf(obj, sizeof(obj), "%d:%d/0", getpid(), running->fd);
 	found = top_rate(out, obj, "io_exits", &rate);
-	tap_check(found && rate > 0,
-		  "top --batch: the running vCPU's io_exits rate is above 0 (%.1f/s)", rate);
+	tap_check(
+		found && rate > 0,
+		"top --batch: the running vCPU's io_exits rate is above 0 (%.1f/s)",
+		rate);
 	rate = -1;
 	snprintf(obj, sizeof(obj), "%d:%d/0", getpid(), halted->fd);
 	found = top_rate(out, obj, "io_exits", &rate);
 	tap_check(found && rate == 0,
-		  "top --batch: the halted vCPU's io_exits rate is 0 (%.1f/s)", rate);
+		  "top --batch: the halted vCPU's io_exits rate is 0 (%.1f/s)",
+		  rate);
 	if (tap_failures())
 		tap_diag("top output:\n%s", out);
 }
@@ -395,18 +620,21 @@ static void check_top_lifecycle(void)
 		int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
 
 		dup2(fd, 1);
-		execl(TOOL, "kvmstats", "top", "--batch", "-d", "0.5", "-f", "^exits$",
-		      (char *)NULL);
+		execl(TOOL, "kvmstats", "top", "--batch", "-d", "0.5", "-f",
+		      "^exits$", (char *)NULL);
 		_exit(127);
 	}
 	msleep(1200);
 	child_vmm_start(&c, 1, NULL, 3);
 	snprintf(needle, sizeof(needle), "\n%d:%d ", c.info.pid, c.info.vm_fd);
-	tap_check(wait_for(path, needle, 20), "top: a VM started after top appears in it");
+	tap_check(wait_for(path, needle, 20),
+		  "top: a VM started after top appears in it");
 	child_vmm_close_fds(&c);
 	child_vmm_kill(&c);
-	snprintf(needle, sizeof(needle), "\n%d:%d (exited) ", c.info.pid, c.info.vm_fd);
-	tap_check(wait_for(path, needle, 20), "top: the VM is marked (exited) once its process is gone");
+	snprintf(needle, sizeof(needle), "\n%d:%d (exited) ", c.info.pid,
+		 c.info.vm_fd);
+	tap_check(wait_for(path, needle, 20),
+		  "top: the VM is marked (exited) once its process is gone");
 	kill(top, SIGTERM);
 	waitpid(top, &st, 0);
 	tap_check(WIFEXITED(st), "top --batch ends cleanly on SIGTERM");
@@ -416,22 +644,28 @@ static void check_errors(struct vm *vm)
 {
 	char cmd[256];
 
-	tap_eq(run(TOOL " show 999999 2>/dev/null"), 5, "show of an unknown VM exits 5");
-	tap_eq(run(TOOL " show no-such-guest 2>/dev/null"), 5, "show of an unknown guest name exits 5");
-	snprintf(cmd, sizeof(cmd), TOOL " show %d:%d --vcpu 9 2>/dev/null", getpid(), vm->fd);
+	tap_eq(run(TOOL " show 999999 2>/dev/null"), 5,
+	       "show of an unknown VM exits 5");
+	tap_eq(run(TOOL " show no-such-guest 2>/dev/null"), 5,
+	       "show of an unknown guest name exits 5");
+	snprintf(cmd, sizeof(cmd), TOOL " show %d:%d --vcpu 9 2>/dev/null",
+		 getpid(), vm->fd);
 	tap_eq(run(cmd), 5, "show of a vCPU the VM lacks exits 5");
 	tap_eq(run(TOOL " show -f '(' 2>/dev/null"), 2, "a bad regex exits 2");
-	tap_eq(run(TOOL " frobnicate 2>/dev/null"), 2, "an unknown command exits 2");
+	tap_eq(run(TOOL " frobnicate 2>/dev/null"), 2,
+	       "an unknown command exits 2");
 	tap_eq(run(TOOL " top -d 0 2>/dev/null"), 2, "a bad interval exits 2");
 	tap_eq(run(TOOL " list --help"), 0, "list --help exits 0");
 	run(TOOL " list");
 	snprintf(cmd, sizeof(cmd), "\n%-8d %5d %6u  ", getpid(), vm->fd, 1u);
-	tap_check(strstr(out, cmd) != NULL, "list shows this process's VM with 1 vCPU");
+	tap_check(strstr(out, cmd) != NULL,
+		  "list shows this process's VM with 1 vCPU");
 }
 
 static void check_http(void)
 {
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(9477) };
+	struct sockaddr_in a = { .sin_family = AF_INET,
+				 .sin_port = htons(9477) };
 	char buf[4096];
 	size_t n = 0;
 	pid_t srv;
@@ -458,7 +692,8 @@ static void check_http(void)
 		msleep(100);
 	}
 	if (s < 0) {
-		tap_skip("no loopback networking in this guest", "export --listen serves /metrics");
+		tap_skip("no loopback networking in this guest",
+			 "export --listen serves /metrics");
 		kill(srv, SIGTERM);
 		waitpid(srv, &st, 0);
 		return;
@@ -475,11 +710,13 @@ static void check_http(void)
 	tap_pass("export --listen survives a client that hangs up");
 	if (write(s, "GET /metrics HTTP/1.0\r\n\r\n", 25) != 25)
 		tap_diag("short write to the exporter");
-	while (n + 1 < sizeof(buf) && (r = read(s, buf + n, sizeof(buf) - 1 - n)) > 0)
+	while (n + 1 < sizeof(buf) &&
+	       (r = read(s, buf + n, sizeof(buf) - 1 - n)) > 0)
 		n += (size_t)r;
 	buf[n] = '\0';
 	close(s);
-	tap_check(!strncmp(buf, "HTTP/1.0 200 OK", 15) && strstr(buf, "# TYPE kvm_"),
+	tap_check(!strncmp(buf, "HTTP/1.0 200 OK", 15) &&
+			  strstr(buf, "# TYPE kvm_"),
 		  "export --listen serves /metrics");
 	waitpid(srv, &st, 0);
 	tap_check(WIFEXITED(st) && WEXITSTATUS(st) == 0,
@@ -488,8 +725,8 @@ static void check_http(void)
 
 int main(void)
 {
-	struct vm *halted, *running;
-	int dev;
+	struct vm *halted, *running, *hvm;
+	int dev, nfd, i;
 
 	tap_init();
 	if (access(TOOL, X_OK)) {
@@ -501,8 +738,28 @@ int main(void)
 
 	halted = vm_create(1, NULL);
 	vm_run_all_to_hlt(halted, GUEST_IO_COUNT, 17);
-	check_values(halted);
+	nfd = vcpu_get_stats_fd(halted->vcpus[0]);
+	check_values(halted, nfd, "halted vCPU", false, false);
+	close(nfd);
 	check_errors(halted);
+
+	/*
+	 * Histograms with data: an in-kernel irqchip VM whose vCPU sleeps in
+	 * the kernel's halt wait, woken by signals (halt_wait_ns and
+	 * halt_wait_hist).  Its export and raw file are the artifacts the
+	 * host's promtool check works on.
+	 */
+	hvm = vm_create_irqchip(1);
+	nfd = vcpu_get_stats_fd(hvm->vcpus[0]);
+	vcpu_halt_start(hvm->vcpus[0]);
+	for (i = 0; i < 12; i++)
+		vcpu_halt_wake(hvm->vcpus[0]);
+	if (__vcpu_wait_halted(hvm->vcpus[0], 5000))
+		tap_diag(
+			"the irqchip vCPU was not seen asleep before the reads");
+	check_values(hvm, nfd, "irqchip vCPU asleep in HLT", true, true);
+	close(nfd);
+	vm_free(hvm);
 
 	running = vm_create(1, NULL);
 	vcpu_load_prog(running->vcpus[0], GUEST_IO_LOOP, 0);

@@ -1015,6 +1015,7 @@ static int check_histograms(const char *prom, const char *stats)
 	struct kvmstats_file *f;
 	unsigned char *data;
 	unsigned int i, b, families = 0;
+	unsigned long long samples = 0;
 	int fd = open(stats, O_RDONLY | O_CLOEXEC);
 
 	if (!text || fd < 0 || kvmstats_file_adopt(fd, 0, &f)) {
@@ -1024,6 +1025,26 @@ static int check_histograms(const char *prom, const char *stats)
 	data = malloc(kvmstats_file_data_size(f));
 	kvmstats_file_read(f, data, kvmstats_file_data_size(f));
 	snprintf(id_label, sizeof(id_label), "id=\"%s\"", kvmstats_file_id(f));
+	{
+		/*
+		 * target.txt next to the stats file names the object's pid and
+		 * fd: VMs made by one thread share an id, so match all three.
+		 */
+		char tpath[600], *t, *sl;
+		int pid = -1, vfd = -1;
+
+		snprintf(tpath, sizeof(tpath), "%s", stats);
+		sl = strrchr(tpath, '/');
+		snprintf(sl ? sl + 1 : tpath,
+			 sizeof(tpath) - (size_t)(sl ? sl + 1 - tpath : 0),
+			 "target.txt");
+		t = slurp(tpath);
+		if (t && sscanf(t, "pid=%d fd=%d", &pid, &vfd) == 2)
+			snprintf(id_label, sizeof(id_label),
+				 "{pid=\"%d\",fd=\"%d\",id=\"%s\"", pid, vfd,
+				 kvmstats_file_id(f));
+		free(t);
+	}
 	for (i = 0; i < kvmstats_file_num_stats(f); i++) {
 		const struct kvmstats_stat *s = kvmstats_file_stat(f, i);
 		char fam[128], head[160];
@@ -1099,8 +1120,18 @@ static int check_histograms(const char *prom, const char *stats)
 			char key[200];
 			const char *q;
 
+			char key2[512];
+
+			/* This object's _count line (its labels, or its id). */
 			snprintf(key, sizeof(key), "\n%s_count{", fam);
-			q = strstr(p, key);
+			snprintf(key2, sizeof(key2), "\n%s_count%s", fam,
+				 id_label);
+			q = strstr(p, id_label[0] == '{' ? key2 : key);
+			while (q && id_label[0] != '{' && !strstr(q, id_label))
+				q = strstr(q + 1, key);
+			if (q && id_label[0] != '{' &&
+			    strstr(q, id_label) > strchr(q + 1, '\n'))
+				q = NULL;
 			ok = q &&
 			     strtoull(strchr(q, '}') + 1, NULL, 10) == cum &&
 			     !strstr(text, "_sum{");
@@ -1108,10 +1139,14 @@ static int check_histograms(const char *prom, const char *stats)
 		check(ok,
 		      "%s matches the raw data bucket by bucket (%u buckets, %llu samples)",
 		      fam, s->size, cum);
+		samples += cum;
 	}
 	snprintf(target, sizeof(target), "%u", families);
 	check(families > 0, "the raw file has histograms to check (%s)",
 	      target);
+	check(samples > 0,
+	      "a histogram of the raw file has samples (%llu; the guest captures an irqchip vCPU woken from HLT)",
+	      samples);
 	kvmstats_file_free(f);
 	free(data);
 	free(text);
