@@ -9,6 +9,8 @@
 #include <math.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,18 +43,25 @@ struct top {
 	double interval;
 	struct row *rows;
 	size_t nrows, room;
+	char msg[160]; /* shown instead of the key help until the next key */
 	struct row **order; /* the rows sorted (pointers: cheap to move) */
 	size_t order_room;
 	FILE *csv;
 };
 
-static volatile sig_atomic_t stop_sig;
+static volatile sig_atomic_t stop_sig, resized;
 static struct termios saved_tio;
 static bool tty_raw;
 
 static void on_signal(int sig)
 {
 	stop_sig = sig;
+}
+
+static void on_winch(int sig)
+{
+	(void)sig;
+	resized = 1;
 }
 
 static void tty_restore(void)
@@ -305,7 +314,7 @@ static char *put_right(char *p, const char *s, size_t n, size_t w)
  * " (exited)"), without printf for the usual values: a total is an
  * integer, a rate mostly 0 or whole; other rates go through snprintf.
  */
-static void print_row(FILE *out, const struct row *r)
+static void print_row(FILE *out, const struct row *r, size_t cols)
 {
 	char line[512], num[64], *p = line, *d;
 	size_t n = strlen(r->obj), nl = strlen(r->name);
@@ -351,6 +360,8 @@ static void print_row(FILE *out, const struct row *r)
 					       (size_t)k;
 	}
 	p = put_right(p, num, n, 14);
+	if ((size_t)(p - line) > cols)
+		p = line + cols; /* the full screen: no line may wrap */
 	*p++ = '\n';
 	fwrite(line, 1, (size_t)(p - line), out);
 }
@@ -368,39 +379,81 @@ static void print_batch(struct top *t)
 	       sort_name(t->sort));
 	printf("%-22s %-32s %20s %14s\n", "OBJECT", "STAT", "TOTAL", "RATE/s");
 	for (i = 0; i < t->nrows; i++)
-		print_row(stdout, t->order[i]);
+		print_row(stdout, t->order[i], SIZE_MAX);
 	putchar('\n');
 	fflush(stdout);
 }
 
+/* printf() at most @cols columns (ASCII) of a line, then a newline. */
+static void put_line(size_t cols, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static void put_line(size_t cols, const char *fmt, ...)
+{
+	char line[512];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return;
+	if ((size_t)n >= sizeof(line))
+		n = sizeof(line) - 1;
+	fwrite(line, 1, (size_t)n < cols ? (size_t)n : cols, stdout);
+	putchar('\n');
+}
+
+/*
+ * The full screen: title, header, as many rows as fit and the key help
+ * (or @prompt, or t->msg) on the last line.  No line is longer than the
+ * terminal is wide, so none wraps and nothing scrolls.
+ */
 static void draw(struct top *t, const char *prompt)
 {
 	struct winsize ws = { .ws_row = 24, .ws_col = 80 };
-	size_t i, alive, exited, lines;
-	char when[32];
+	size_t i, alive, exited, lines, cols;
+	char when[32], head[256];
 	time_t now = time(NULL);
 
 	ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws);
 	if (ws.ws_row < 5)
 		ws.ws_row = 5;
+	if (ws.ws_col < 20)
+		ws.ws_col = 20;
+	cols = ws.ws_col;
 	strftime(when, sizeof(when), "%H:%M:%S", localtime(&now));
 	count_vms(t, &alive, &exited);
 	fputs("\033[H\033[2J", stdout);
-	printf("kvmstats top  %s  every %.1fs  VMs: %zu running, %zu exited  view: %s  sort: %s  filter: %s\n",
-	       when, t->interval, alive, exited,
-	       t->per_vcpu ? "per vCPU" : "per VM", sort_name(t->sort),
-	       t->filter ? t->filter_text : "-");
-	printf("\033[7m%-22s %-32s %20s %14s\033[0m\n", "OBJECT", "STAT",
-	       "TOTAL", "RATE/s");
+	put_line(
+		cols,
+		"kvmstats top  %s  every %.1fs  VMs: %zu running, %zu exited  view: %s  sort: %s  filter: %s",
+		when, t->interval, alive, exited,
+		t->per_vcpu ? "per vCPU" : "per VM", sort_name(t->sort),
+		t->filter ? t->filter_text : "-");
+	snprintf(head, sizeof(head), "%-22s %-32s %20s %14s", "OBJECT", "STAT",
+		 "TOTAL", "RATE/s");
+	fputs("\033[7m", stdout);
+	fwrite(head, 1, strlen(head) < cols ? strlen(head) : cols, stdout);
+	fputs("\033[0m\n", stdout);
 	lines = (size_t)ws.ws_row - 3;
 	for (i = 0; i < t->nrows && i < lines; i++)
-		print_row(stdout, t->order[i]);
+		print_row(stdout, t->order[i], cols);
 	printf("\033[%d;1H", ws.ws_row);
-	if (prompt)
-		printf("filter (extended regex, empty: none): %s", prompt);
-	else
-		fputs("q quit  s sort  v per-VM/per-vCPU  f filter  +/- interval",
-		      stdout);
+	if (prompt) {
+		snprintf(head, sizeof(head),
+			 "filter (extended regex, empty: none): %s", prompt);
+	} else if (t->msg[0]) {
+		snprintf(head, sizeof(head), "%s", t->msg);
+	} else {
+		snprintf(
+			head, sizeof(head),
+			"q quit  s sort  v per-VM/per-vCPU  f filter  +/- interval");
+	}
+	/* The last line without a newline: a newline there would scroll. */
+	fwrite(head, 1, strlen(head) < cols - 1 ? strlen(head) : cols - 1,
+	       stdout);
 	fflush(stdout);
 }
 
@@ -435,8 +488,15 @@ static bool read_filter(struct top *t, char *buf, size_t len)
 	for (;;) {
 		char c;
 
+		ssize_t r;
+
 		draw(t, buf);
-		if (read(STDIN_FILENO, &c, 1) != 1 || stop_sig)
+		r = read(STDIN_FILENO, &c, 1);
+		if (r < 0 && errno == EINTR && !stop_sig) {
+			resized = 0; /* a new size: the loop redraws */
+			continue;
+		}
+		if (r != 1 || stop_sig)
 			return false;
 		if (c == '\r' || c == '\n')
 			return true;
@@ -451,16 +511,30 @@ static bool read_filter(struct top *t, char *buf, size_t len)
 	}
 }
 
+/* A new filter; a bad pattern keeps the old one and says why. */
 static void set_filter(struct top *t, const char *text)
 {
+	regex_t re;
+	int err = 0;
+
+	if (text[0]) {
+		err = regcomp(&re, text, REG_EXTENDED | REG_NOSUB);
+		if (err) {
+			char why[96];
+
+			regerror(err, &re, why, sizeof(why));
+			snprintf(t->msg, sizeof(t->msg),
+				 "bad regex '%.40s': %s", text, why);
+			return;
+		}
+	}
 	if (t->filter)
 		regfree(&t->re);
 	t->filter = NULL;
 	t->filter_text[0] = '\0';
 	if (!text[0])
 		return;
-	if (regcomp(&t->re, text, REG_EXTENDED | REG_NOSUB))
-		return; /* a bad pattern interactively: keep no filter */
+	t->re = re;
 	t->filter = &t->re;
 	snprintf(t->filter_text, sizeof(t->filter_text), "%s", text);
 }
@@ -470,6 +544,7 @@ static bool key(struct top *t, char c)
 {
 	char line[128];
 
+	t->msg[0] = '\0';
 	switch (c) {
 	case 'q':
 	case 'Q':
@@ -641,6 +716,10 @@ int cmd_top(int argc, char **argv)
 	sigaction(SIGHUP, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
 	if (!batch) {
+		struct sigaction wa = { .sa_handler = on_winch };
+
+		sigaction(SIGWINCH, &wa,
+			  NULL); /* no SA_RESTART: poll() returns */
 		tty_setup();
 		build_rows(&t);
 		draw(&t, NULL);
@@ -671,11 +750,19 @@ int cmd_top(int argc, char **argv)
 				continue;
 			}
 			r = poll(&p, 1, (int)(left * 1000) + 1);
+			if (resized) {
+				/* The terminal changed size: redraw to fit it now. */
+				resized = 0;
+				draw(&t, NULL);
+			}
 			if (r > 0) {
 				char ch;
 
-				if (read(STDIN_FILENO, &ch, 1) != 1 ||
-				    !key(&t, ch)) {
+				ssize_t n = read(STDIN_FILENO, &ch, 1);
+
+				if (n < 0 && errno == EINTR)
+					continue;
+				if (n != 1 || !key(&t, ch)) {
 					quit = true;
 					break;
 				}
