@@ -52,10 +52,10 @@ extern "C" {
 /* What a statistic counts; the names match QEMU's StatsType. */
 enum kvmstats_type {
 	KVMSTATS_CUMULATIVE = 0, /* only grows: a counter */
-	KVMSTATS_INSTANT = 1, /* current value: a gauge */
+	KVMSTATS_INSTANT = 1,	 /* current value: a gauge */
 	KVMSTATS_PEAK = 2, /* highest value seen: a gauge that never falls */
 	KVMSTATS_LINEAR_HIST = 3, /* size buckets of bucket_size each */
-	KVMSTATS_LOG_HIST = 4, /* size buckets of powers of two */
+	KVMSTATS_LOG_HIST = 4,	  /* size buckets of powers of two */
 };
 
 /* The unit of a value (or of a histogram's bucket bounds). */
@@ -79,17 +79,17 @@ struct kvmstats_stat {
 	enum kvmstats_type type;
 	enum kvmstats_unit unit;
 	enum kvmstats_base base;
-	int exponent; /* e.g. -9 with SECONDS/POW10: nanoseconds */
+	int exponent;	   /* e.g. -9 with SECONDS/POW10: nanoseconds */
 	unsigned int size; /* number of u64 values: 1, or histogram buckets */
 	unsigned int bucket_size; /* linear histograms only, else 0 */
 	unsigned int offset; /* byte offset of the values in the data block */
-	uint32_t flags; /* the raw descriptor flags */
+	uint32_t flags;	     /* the raw descriptor flags */
 };
 
 /* One VM, as listed by /dev/kvmstats (same layout as struct kvmstats_vm). */
 struct kvmstats_vm_info {
-	int32_t pid; /* the VMM process, in the caller's pid namespace */
-	int32_t fd; /* its VM fd number */
+	int32_t pid;	   /* the VMM process, in the caller's pid namespace */
+	int32_t fd;	   /* its VM fd number */
 	uint32_t nr_vcpus; /* online vCPUs */
 	uint32_t flags;
 };
@@ -167,8 +167,7 @@ size_t kvmstats_file_data_size(const struct kvmstats_file *file);
  * room, at least kvmstats_file_data_size()).  0, or -errno; -EIO if the
  * read came back short.  No allocation, no locks, no parsing.
  */
-int kvmstats_file_read(const struct kvmstats_file *file, void *buf,
-		       size_t len);
+int kvmstats_file_read(const struct kvmstats_file *file, void *buf, size_t len);
 
 /*
  * Value @i (0 for a scalar, the bucket index for a histogram) of @stat in
@@ -193,7 +192,7 @@ static inline uint64_t kvmstats_value(const struct kvmstats_stat *stat,
  */
 struct kvmstats_sample {
 	const struct kvmstats_file *file; /* in */
-	void *buf; /* in: at least kvmstats_file_data_size() bytes */
+	void *buf;  /* in: at least kvmstats_file_data_size() bytes */
 	size_t len; /* in: room in buf */
 	int result; /* out: 0, or -errno as kvmstats_file_read() */
 };

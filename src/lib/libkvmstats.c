@@ -39,14 +39,14 @@ struct stats_desc {
 	/* char name[name_size] follows */
 };
 
-#define TYPE_MASK 0xfu
+#define TYPE_MASK  0xfu
 #define UNIT_SHIFT 4
-#define UNIT_MASK (0xfu << UNIT_SHIFT)
+#define UNIT_MASK  (0xfu << UNIT_SHIFT)
 #define BASE_SHIFT 8
-#define BASE_MASK (0xfu << BASE_SHIFT)
+#define BASE_MASK  (0xfu << BASE_SHIFT)
 
 /* Sanity limits: far above anything KVM produces, far below trouble. */
-#define MAX_NAME_SIZE 4096u
+#define MAX_NAME_SIZE  4096u
 #define MAX_DESC_BYTES (16u << 20)
 #define MAX_DATA_BYTES (64u << 20)
 
@@ -316,7 +316,8 @@ int kvmstats_file_adopt(int statsfd, unsigned int flags,
 		if (end > data_size)
 			data_size = end;
 	}
-	if (data_size > MAX_DATA_BYTES || data_size < (uint64_t)h.num_desc * 8) {
+	if (data_size > MAX_DATA_BYTES ||
+	    data_size < (uint64_t)h.num_desc * 8) {
 		err = -EBADMSG;
 		goto err_free;
 	}
@@ -416,8 +417,7 @@ size_t kvmstats_file_data_size(const struct kvmstats_file *file)
 	return file->data_size;
 }
 
-int kvmstats_file_read(const struct kvmstats_file *file, void *buf,
-		       size_t len)
+int kvmstats_file_read(const struct kvmstats_file *file, void *buf, size_t len)
 {
 	ssize_t r;
 
@@ -499,8 +499,9 @@ static bool flush_batch(struct kvmstats_sweep *sw,
 
 		if (r == -EINVAL) {
 			/* Not one of ours (a native fd): pread it from now on. */
-			__atomic_store_n(&((struct kvmstats_file *)s->file)->no_batch,
-					 1, __ATOMIC_RELAXED);
+			__atomic_store_n(
+				&((struct kvmstats_file *)s->file)->no_batch, 1,
+				__ATOMIC_RELAXED);
 			sample_pread(s);
 		} else if (r < 0) {
 			s->result = r;

@@ -19,7 +19,7 @@
 #include "kvmstats_util.h"
 
 /* Userspace stride of a descriptor is this plus header.name_size. */
-#define DESC_FIXED	offsetof(struct kvm_stats_desc, name)
+#define DESC_FIXED offsetof(struct kvm_stats_desc, name)
 
 int __kvmstats_open(void)
 {
@@ -51,7 +51,9 @@ int __kvmstats_get_stats_fd_req(int dev, struct kvmstats_fd_request *req)
 int __kvmstats_get_stats_fd(int dev, pid_t pid, int fd, int vcpu)
 {
 	struct kvmstats_fd_request req = {
-		.pid = pid, .fd = fd, .vcpu = vcpu,
+		.pid = pid,
+		.fd = fd,
+		.vcpu = vcpu,
 	};
 
 	return __kvmstats_get_stats_fd_req(dev, &req);
@@ -62,8 +64,10 @@ int kvmstats_get_stats_fd(int dev, pid_t pid, int fd, int vcpu)
 	int r = __kvmstats_get_stats_fd(dev, pid, fd, vcpu);
 
 	if (r < 0)
-		tap_bail("KVMSTATS_GET_STATS_FD(pid %d, fd %d, vcpu %d) failed: "
-			 "errno %d (%s)", pid, fd, vcpu, -r, strerror(-r));
+		tap_bail(
+			"KVMSTATS_GET_STATS_FD(pid %d, fd %d, vcpu %d) failed: "
+			"errno %d (%s)",
+			pid, fd, vcpu, -r, strerror(-r));
 	return r;
 }
 
@@ -116,7 +120,8 @@ int kvmstats_list_vms(int dev, struct kvmstats_vm **out)
 int __kvmstats_read_batch(int dev, struct kvmstats_read_op *ops, uint32_t nr)
 {
 	struct kvmstats_read_batch batch = {
-		.nr = nr, .ops = (unsigned long)ops,
+		.nr = nr,
+		.ops = (unsigned long)ops,
 	};
 
 	return __test_ioctl(dev, KVMSTATS_READ_BATCH, (unsigned long)&batch);
@@ -166,7 +171,8 @@ const struct kvm_stats_desc *stats_desc(const struct stats_blob *blob, int i)
 	const struct kvm_stats_header *h = stats_header(blob);
 
 	return (const struct kvm_stats_desc *)(blob->data + h->desc_offset +
-		(size_t)i * (DESC_FIXED + h->name_size));
+					       (size_t)i * (DESC_FIXED +
+							    h->name_size));
 }
 
 const struct kvm_stats_desc *stats_find(const struct stats_blob *blob,
@@ -248,7 +254,11 @@ uint64_t stats_read_stat(int fd, const char *name)
 	return v;
 }
 
-#define FMT_FAIL(...) do { tap_diag(__VA_ARGS__); ok = false; } while (0)
+#define FMT_FAIL(...)                  \
+	do {                           \
+		tap_diag(__VA_ARGS__); \
+		ok = false;            \
+	} while (0)
 
 bool stats_check_format(const struct stats_blob *blob, const char *what)
 {
@@ -258,8 +268,8 @@ bool stats_check_format(const struct stats_blob *blob, const char *what)
 	uint32_t i;
 
 	if (blob->size < sizeof(*h)) {
-		tap_diag("%s: file is %zu bytes, shorter than its header",
-			 what, blob->size);
+		tap_diag("%s: file is %zu bytes, shorter than its header", what,
+			 blob->size);
 		return false;
 	}
 	stride = DESC_FIXED + h->name_size;
@@ -303,18 +313,18 @@ bool stats_check_format(const struct stats_blob *blob, const char *what)
 		case KVM_STATS_UNIT_BYTES:
 		case KVM_STATS_UNIT_CYCLES:
 			if (d->exponent < 0)
-				FMT_FAIL("%s: %s: exponent %d", what,
-					 d->name, d->exponent);
+				FMT_FAIL("%s: %s: exponent %d", what, d->name,
+					 d->exponent);
 			break;
 		case KVM_STATS_UNIT_SECONDS:
 			if (d->exponent > 0)
-				FMT_FAIL("%s: %s: exponent %d", what,
-					 d->name, d->exponent);
+				FMT_FAIL("%s: %s: exponent %d", what, d->name,
+					 d->exponent);
 			break;
 		case KVM_STATS_UNIT_BOOLEAN:
 			if (d->exponent)
-				FMT_FAIL("%s: %s: exponent %d", what,
-					 d->name, d->exponent);
+				FMT_FAIL("%s: %s: exponent %d", what, d->name,
+					 d->exponent);
 			break;
 		}
 		if (!d->size)
@@ -389,9 +399,13 @@ bool stats_blob_equal(const struct stats_blob *a, const struct stats_blob *b,
 		tap_diag("%s: sizes differ: %zu vs %zu", what, a->size,
 			 b->size);
 	if (i < n) {
-		tap_diag("%s: first difference at offset %zu (%s): 0x%02x vs 0x%02x",
-			 what, i, b->size >= sizeof(struct kvm_stats_header) ?
-			 blob_block(b, i) : "?", a->data[i], b->data[i]);
+		tap_diag(
+			"%s: first difference at offset %zu (%s): 0x%02x vs 0x%02x",
+			what, i,
+			b->size >= sizeof(struct kvm_stats_header) ?
+				blob_block(b, i) :
+				"?",
+			a->data[i], b->data[i]);
 		if (b->size >= sizeof(struct kvm_stats_header) &&
 		    !strcmp(blob_block(b, i), "data"))
 			diag_data_stat(a, b, i);
@@ -571,7 +585,7 @@ child_main(int sock, int nr_vcpus, const int *ids, unsigned int io_exits)
 		char cmd, ack = CMD_ACK;
 
 		if (read(sock, &cmd, 1) != 1)
-			_exit(0);	/* parent gone */
+			_exit(0); /* parent gone */
 		switch (cmd) {
 		case CMD_IO_LOOP:
 			child_start_all(vm, GUEST_IO_LOOP);
@@ -619,7 +633,7 @@ void child_vmm_start(struct child_vmm *c, int nr_vcpus, const int *ids,
 		waitpid(pid, NULL, 0);
 		tap_bail("child VMM %d did not send its fds (%d)", pid, n);
 	}
-	c->info.pid = pid;	/* as our namespace numbers it */
+	c->info.pid = pid; /* as our namespace numbers it */
 	c->vm_fd = fds[0];
 	c->native_vm_stats = fds[1];
 	for (i = 0; i < nr_vcpus; i++)

@@ -21,13 +21,15 @@
 _Static_assert(_IOC_SIZE(KVMSTATS_LIST_VMS) == sizeof(struct kvmstats_vm_list),
 	       "KVMSTATS_LIST_VMS size");
 _Static_assert(_IOC_SIZE(KVMSTATS_GET_STATS_FD) ==
-	       sizeof(struct kvmstats_fd_request), "KVMSTATS_GET_STATS_FD size");
+		       sizeof(struct kvmstats_fd_request),
+	       "KVMSTATS_GET_STATS_FD size");
 _Static_assert(_IOC_SIZE(KVMSTATS_READ_BATCH) ==
-	       sizeof(struct kvmstats_read_batch), "KVMSTATS_READ_BATCH size");
+		       sizeof(struct kvmstats_read_batch),
+	       "KVMSTATS_READ_BATCH size");
 
 /* ---- the device ---- */
-int __kvmstats_open(void);		/* O_RDONLY | O_CLOEXEC */
-int kvmstats_open(void);		/* fails the test if missing */
+int __kvmstats_open(void); /* O_RDONLY | O_CLOEXEC */
+int kvmstats_open(void);   /* fails the test if missing */
 int __kvmstats_api_version(int dev, unsigned long arg);
 int __kvmstats_get_stats_fd(int dev, pid_t pid, int fd, int vcpu);
 int __kvmstats_get_stats_fd_req(int dev, struct kvmstats_fd_request *req);
@@ -41,7 +43,7 @@ int kvmstats_list_vms(int dev, struct kvmstats_vm **out);
 int __kvmstats_read_batch(int dev, struct kvmstats_read_op *ops, uint32_t nr);
 
 /* ---- stats files ---- */
-#define STATS_FILE_MAX	(64 * 1024)
+#define STATS_FILE_MAX (64 * 1024)
 
 /* The whole file, read with pread from offset 0 until EOF. */
 struct stats_blob {
@@ -56,13 +58,11 @@ void stats_read_all(int fd, struct stats_blob *blob, const char *what);
 /* Header and descriptor accessors on a blob. */
 const struct kvm_stats_header *stats_header(const struct stats_blob *blob);
 const char *stats_id(const struct stats_blob *blob);
-const struct kvm_stats_desc *stats_desc(const struct stats_blob *blob,
-					int i);
+const struct kvm_stats_desc *stats_desc(const struct stats_blob *blob, int i);
 const struct kvm_stats_desc *stats_find(const struct stats_blob *blob,
 					const char *name);
 /* Value @idx (bucket) of stat @name, -1ull if not found. */
-uint64_t stats_value(const struct stats_blob *blob, const char *name,
-		     int idx);
+uint64_t stats_value(const struct stats_blob *blob, const char *name, int idx);
 /* Read a stat by name straight from a stats fd (parses the fd's header). */
 int __stats_read_stat(int fd, const char *name, uint64_t *val);
 uint64_t stats_read_stat(int fd, const char *name);
@@ -84,8 +84,8 @@ bool stats_fds_identical(int ours, int native, const char *what);
 
 /* ---- child VMMs ---- */
 struct child_vmm_info {
-	pid_t pid;		/* as the parent's pid namespace numbers it */
-	int vm_fd;		/* the VM fd's number in the child */
+	pid_t pid; /* as the parent's pid namespace numbers it */
+	int vm_fd; /* the VM fd's number in the child */
 	int nr_vcpus;
 	int vcpu_fds[VM_MAX_VCPUS];
 	int vcpu_ids[VM_MAX_VCPUS];
@@ -94,12 +94,12 @@ struct child_vmm_info {
 
 struct child_vmm {
 	struct child_vmm_info info;
-	int sock;		/* parent's end of the socketpair */
+	int sock; /* parent's end of the socketpair */
 	/* Received from the child with SCM_RIGHTS: */
-	int vm_fd;		/* a copy of the child's VM fd */
-	int native_vm_stats;	/* the child's KVM_GET_STATS_FD on the VM */
+	int vm_fd;	     /* a copy of the child's VM fd */
+	int native_vm_stats; /* the child's KVM_GET_STATS_FD on the VM */
 	int native_vcpu_stats[VM_MAX_VCPUS];
-	bool running;		/* vCPU threads running in the child */
+	bool running; /* vCPU threads running in the child */
 };
 
 /*
@@ -111,8 +111,8 @@ struct child_vmm {
 void child_vmm_start(struct child_vmm *c, int nr_vcpus, const int *ids,
 		     unsigned int io_exits);
 /* Commands; each waits for the child's acknowledgement. */
-void child_vmm_run_io_loop(struct child_vmm *c);	/* threads, forever */
-void child_vmm_spin(struct child_vmm *c);		/* threads in jmp . */
+void child_vmm_run_io_loop(struct child_vmm *c); /* threads, forever */
+void child_vmm_spin(struct child_vmm *c);	 /* threads in jmp . */
 void child_vmm_stop_vcpus(struct child_vmm *c);
 /* Tells the child to exit and reaps it; returns its exit status. */
 int child_vmm_exit(struct child_vmm *c);

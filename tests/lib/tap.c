@@ -17,8 +17,8 @@ void tap_init(void)
 	setvbuf(stderr, NULL, _IONBF, 0);
 }
 
-static void tap_line(const char *prefix, const char *suffix,
-		     const char *fmt, va_list ap)
+static void tap_line(const char *prefix, const char *suffix, const char *fmt,
+		     va_list ap)
 {
 	char buf[1024];
 

@@ -11,7 +11,7 @@
 
 #include <stdbool.h>
 
-#define __printf(a, b)	__attribute__((format(printf, a, b)))
+#define __printf(a, b) __attribute__((format(printf, a, b)))
 
 /* Call once at the start of main(): line-buffers stdout for fork(). */
 void tap_init(void);
@@ -32,14 +32,14 @@ int tap_failures(void);
 int tap_exit(void);
 
 /* Compare two values, print both on failure. */
-#define tap_eq(a, b, fmt, ...)						\
-({									\
-	long long __a = (long long)(a), __b = (long long)(b);		\
-	bool __ok = __a == __b;						\
-	if (!__ok)							\
-		tap_diag("%s = %lld, expected %s = %lld",		\
-			 #a, __a, #b, __b);				\
-	tap_check(__ok, fmt, ##__VA_ARGS__);				\
-})
+#define tap_eq(a, b, fmt, ...)                                                 \
+	({                                                                     \
+		long long __a = (long long)(a), __b = (long long)(b);          \
+		bool __ok = __a == __b;                                        \
+		if (!__ok)                                                     \
+			tap_diag("%s = %lld, expected %s = %lld", #a, __a, #b, \
+				 __b);                                         \
+		tap_check(__ok, fmt, ##__VA_ARGS__);                           \
+	})
 
 #endif /* KVMSTATS_TEST_TAP_H */
