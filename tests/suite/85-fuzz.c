@@ -390,6 +390,13 @@ static uint64_t getfd_oracle(const struct kvmstats_fd_request *q)
 		return R(ESRCH);
 	if (pid != self_pid && pid != child.info.pid && pid != 1)
 		return R_ANY_GETFD; /* some process of the guest, or none */
+	/*
+	 * The guest's init opens and closes fds of its own (command
+	 * substitutions, the harness's timers) while we look: its fds are
+	 * open or not at the moment of the call, never VMs.
+	 */
+	if (pid == 1)
+		return q->fd < 0 ? R(EBADF) : R(EBADF) | R(EINVAL);
 	k = fd_kind(pid, q->fd);
 	if (k == FK_NONE)
 		return R(EBADF);
