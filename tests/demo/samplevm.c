@@ -34,10 +34,10 @@
 #include <sys/mman.h>
 #include <linux/kvm.h>
 
-#define MEM_SIZE	0x10000
-#define CODE_LOOP	0x1000	/* 1: out %al,$0x10; jmp 1b */
-#define CODE_HLT	0x1010	/* 2: hlt; jmp 2b */
-#define MAX_VCPUS	16
+#define MEM_SIZE  0x10000
+#define CODE_LOOP 0x1000 /* 1: out %al,$0x10; jmp 1b */
+#define CODE_HLT  0x1010 /* 2: hlt; jmp 2b */
+#define MAX_VCPUS 16
 
 static int vm_fd;
 static size_t run_size;
@@ -105,7 +105,8 @@ static void *vcpu_thread(void *arg)
 		do {
 			reason = enter(v);
 			if (reason != KVM_EXIT_IO) {
-				fprintf(stderr, "samplevm: vCPU %d: unexpected exit %u\n",
+				fprintf(stderr,
+					"samplevm: vCPU %d: unexpected exit %u\n",
 					v->index, reason);
 				exit(1);
 			}
@@ -114,7 +115,8 @@ static void *vcpu_thread(void *arg)
 		set_rip(v, CODE_HLT);
 		reason = enter(v);
 		if (reason != KVM_EXIT_HLT) {
-			fprintf(stderr, "samplevm: vCPU %d: expected HLT, got exit %u\n",
+			fprintf(stderr,
+				"samplevm: vCPU %d: expected HLT, got exit %u\n",
 				v->index, reason);
 			exit(1);
 		}
@@ -131,7 +133,8 @@ static void add_vcpu(struct vcpu *v, int index)
 	v->fd = ioctl(vm_fd, KVM_CREATE_VCPU, index);
 	if (v->fd < 0)
 		die("KVM_CREATE_VCPU");
-	v->run = mmap(NULL, run_size, PROT_READ | PROT_WRITE, MAP_SHARED, v->fd, 0);
+	v->run = mmap(NULL, run_size, PROT_READ | PROT_WRITE, MAP_SHARED, v->fd,
+		      0);
 	if (v->run == MAP_FAILED)
 		die("mmap kvm_run");
 	if (ioctl(v->fd, KVM_GET_SREGS, &sregs))
@@ -167,12 +170,21 @@ int main(int argc, char **argv)
 
 	while ((opt = getopt(argc, argv, "c:r:s:g:h")) != -1) {
 		switch (opt) {
-		case 'c': nr_vcpus = arg_uint(optarg, MAX_VCPUS); break;
-		case 'r': run_ms = arg_uint(optarg, 3600000); break;
-		case 's': sleep_ms = arg_uint(optarg, 3600000); break;
-		case 'g': stagger_ms = arg_uint(optarg, 3600000); break;
+		case 'c':
+			nr_vcpus = arg_uint(optarg, MAX_VCPUS);
+			break;
+		case 'r':
+			run_ms = arg_uint(optarg, 3600000);
+			break;
+		case 's':
+			sleep_ms = arg_uint(optarg, 3600000);
+			break;
+		case 'g':
+			stagger_ms = arg_uint(optarg, 3600000);
+			break;
 		default:
-			fprintf(stderr, "usage: samplevm [-c VCPUS] [-r RUN_MS] [-s SLEEP_MS] [-g STAGGER_MS]\n");
+			fprintf(stderr,
+				"usage: samplevm [-c VCPUS] [-r RUN_MS] [-s SLEEP_MS] [-g STAGGER_MS]\n");
 			return 2;
 		}
 	}
@@ -189,7 +201,8 @@ int main(int argc, char **argv)
 	if ((long)run_size <= 0)
 		die("KVM_GET_VCPU_MMAP_SIZE");
 
-	mem = mmap(NULL, MEM_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	mem = mmap(NULL, MEM_SIZE, PROT_READ | PROT_WRITE,
+		   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (mem == MAP_FAILED)
 		die("mmap guest memory");
 	memcpy(mem + CODE_LOOP, loop, sizeof(loop));

@@ -7,9 +7,9 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 kernel=${1:-6.12}
 b=$root/build/demo
-rel=$("$root/tests/kernels" 2>/dev/null | grep "^$kernel" | head -n 1 || true)
+rel=$("$root/tests/kernels" "$kernel")
 mkdir -p "$b/payload/usr/bin"
-make -s -C "$root" tool-static module KVER="${rel:-$(ls /lib/modules | grep "^$kernel" | head -n 1)}" >&2
+make -s -C "$root" tool-static module KVER="$rel" >&2
 make -s -C "$root/tests/suite" O="$root/build/tests/bin" >&2
 cc -O2 -Wall -Wextra -D_GNU_SOURCE -I"$root/tests/lib" -o "$b/payload/usr/bin/demo-vmm" \
 	"$root/tests/demo/demo-vmm.c" "$root"/build/tests/bin/.lib/*.o -static -pthread

@@ -26,7 +26,8 @@ static void check_pair(int dev, pid_t pid, int vmfd, int vcpu, int native,
 	int ours;
 
 	ours = kvmstats_get_stats_fd(dev, pid, vmfd, vcpu);
-	snprintf(name, sizeof(name), "%s: whole file identical to native", what);
+	snprintf(name, sizeof(name), "%s: whole file identical to native",
+		 what);
 	stats_fds_identical(ours, native, name);
 
 	stats_read_all(ours, &blob, what);
@@ -35,8 +36,8 @@ static void check_pair(int dev, pid_t pid, int vmfd, int vcpu, int native,
 	close(ours);
 }
 
-static void check_id(int dev, pid_t pid, int vmfd, int vcpu,
-		     const char *expect, const char *what)
+static void check_id(int dev, pid_t pid, int vmfd, int vcpu, const char *expect,
+		     const char *what)
 {
 	int ours = kvmstats_get_stats_fd(dev, pid, vmfd, vcpu);
 	bool ok;
@@ -79,11 +80,11 @@ int main(void)
 	check_pair(dev, 0, vm->fd, -1, vm_native, "own VM via pid 0");
 	check_pair(dev, getpid(), vm->fd, -1, vm_native, "own VM via own pid");
 	for (i = 0; i < 2; i++) {
-		snprintf(what, sizeof(what), "own vCPU index %d (id %d) via pid 0",
-			 i, ids[i]);
+		snprintf(what, sizeof(what),
+			 "own vCPU index %d (id %d) via pid 0", i, ids[i]);
 		check_pair(dev, 0, vm->fd, i, vcpu_native[i], what);
-		snprintf(what, sizeof(what), "own vCPU index %d (id %d) via own pid",
-			 i, ids[i]);
+		snprintf(what, sizeof(what),
+			 "own vCPU index %d (id %d) via own pid", i, ids[i]);
 		check_pair(dev, getpid(), vm->fd, i, vcpu_native[i], what);
 	}
 
@@ -125,9 +126,10 @@ int main(void)
 
 		if (r >= 0)
 			close(r);
-		tap_check(r == -EIO,
-			  "native KVM_GET_STATS_FD on the child's VM fd from our process fails with EIO (got %ld)",
-			  r);
+		tap_check(
+			r == -EIO,
+			"native KVM_GET_STATS_FD on the child's VM fd from our process fails with EIO (got %ld)",
+			r);
 	}
 
 	/* Its VM fd, received over SCM_RIGHTS, addressed in our process. */

@@ -21,8 +21,8 @@ static struct stats_blob whole;
 /* pread of every (offset, length) pair, compared with the native fd. */
 static void check_pread_everywhere(int ours, int native, const char *what)
 {
-	static const size_t lens[] = { 1, 3, 8, 13, 24, 47, 64, 100, 1000,
-				       STATS_FILE_MAX };
+	static const size_t lens[] = { 1,  3,  8,   13,	  24,
+				       47, 64, 100, 1000, STATS_FILE_MAX };
 	static uint8_t a[STATS_FILE_MAX], b[STATS_FILE_MAX];
 	size_t off, i, nr = 0, bad = 0;
 
@@ -39,8 +39,9 @@ static void check_pread_everywhere(int ours, int native, const char *what)
 			if (ra == rb && (ra <= 0 || !memcmp(a, b, ra)))
 				continue;
 			if (bad++ < 5)
-				tap_diag("%s: pread(%zu @ %zu): ours %zd, native %zd",
-					 what, lens[i], off, ra, rb);
+				tap_diag(
+					"%s: pread(%zu @ %zu): ours %zd, native %zd",
+					what, lens[i], off, ra, rb);
 		}
 	}
 	tap_diag("%s: %zu preads compared, file size %zu", what, nr,
@@ -80,10 +81,12 @@ static void check_sequential(int dev, int vmfd, int vcpu, int native,
 		ssize_t n = read_sequential(fd, chunks[i], a);
 		uint8_t c;
 
-		tap_check(n == (ssize_t)whole.size && !memcmp(a, whole.data, n),
-			  "%s: sequential read in %zu-byte chunks returns the whole file",
-			  what, chunks[i]);
-		tap_eq(read(fd, &c, 1), 0, "%s: read after EOF returns 0", what);
+		tap_check(
+			n == (ssize_t)whole.size && !memcmp(a, whole.data, n),
+			"%s: sequential read in %zu-byte chunks returns the whole file",
+			what, chunks[i]);
+		tap_eq(read(fd, &c, 1), 0, "%s: read after EOF returns 0",
+		       what);
 		close(fd);
 	}
 }
@@ -97,8 +100,8 @@ static void check_file_behaviour(int ours, int native, const char *what)
 	long r;
 	int fl_ours, fl_native;
 
-	tap_eq(pread(ours, buf, 8, whole.size), 0,
-	       "%s: pread at EOF returns 0", what);
+	tap_eq(pread(ours, buf, 8, whole.size), 0, "%s: pread at EOF returns 0",
+	       what);
 	tap_eq(pread(ours, buf, 8, whole.size + 1000000), 0,
 	       "%s: pread far past EOF returns 0", what);
 	tap_eq(pread(ours, buf, 0, 0), 0, "%s: pread of 0 bytes returns 0",
@@ -118,9 +121,10 @@ static void check_file_behaviour(int ours, int native, const char *what)
 	o_ours = lseek(ours, 100, SEEK_SET);
 	tap_eq(read(native, buf, 10), 10, "%s: native: read 10 bytes", what);
 	o_native = lseek(native, 100, SEEK_SET);
-	tap_check(o_ours == o_native,
-		  "%s: lseek(100, SEEK_SET) returns what native returns (%lld vs %lld)",
-		  what, (long long)o_ours, (long long)o_native);
+	tap_check(
+		o_ours == o_native,
+		"%s: lseek(100, SEEK_SET) returns what native returns (%lld vs %lld)",
+		what, (long long)o_ours, (long long)o_native);
 	tap_eq(lseek(ours, 0, SEEK_CUR), 10,
 	       "%s: lseek did not move the offset (read advanced it to 10)",
 	       what);
@@ -131,8 +135,8 @@ static void check_file_behaviour(int ours, int native, const char *what)
 		  "%s: the next read continues at offset 10", what);
 
 	/* Flags. */
-	tap_check(fcntl(ours, F_GETFD) == FD_CLOEXEC,
-		  "%s: fd is close-on-exec", what);
+	tap_check(fcntl(ours, F_GETFD) == FD_CLOEXEC, "%s: fd is close-on-exec",
+		  what);
 	fl_ours = fcntl(ours, F_GETFL);
 	fl_native = fcntl(native, F_GETFL);
 	tap_check((fl_ours & O_ACCMODE) == O_RDONLY,
@@ -175,14 +179,16 @@ static void check_file_behaviour(int ours, int native, const char *what)
 
 	errno = 0;
 	r = ioctl(ours, KVMSTATS_GET_API_VERSION, 0);
-	tap_check(r == -1 && errno == ENOTTY,
-		  "%s: ioctl KVMSTATS_GET_API_VERSION on it fails with ENOTTY (got %ld, %s)",
-		  what, r, strerror(errno));
+	tap_check(
+		r == -1 && errno == ENOTTY,
+		"%s: ioctl KVMSTATS_GET_API_VERSION on it fails with ENOTTY (got %ld, %s)",
+		what, r, strerror(errno));
 	errno = 0;
 	r = ioctl(ours, KVM_GET_STATS_FD, 0);
-	tap_check(r == -1 && errno == ENOTTY,
-		  "%s: ioctl KVM_GET_STATS_FD on it fails with ENOTTY (got %ld, %s)",
-		  what, r, strerror(errno));
+	tap_check(
+		r == -1 && errno == ENOTTY,
+		"%s: ioctl KVM_GET_STATS_FD on it fails with ENOTTY (got %ld, %s)",
+		what, r, strerror(errno));
 	errno = 0;
 	r = ioctl(ours, FIONREAD, buf);
 	tap_diag("%s: FIONREAD: %ld (%s)", what, r, strerror(errno));
@@ -195,7 +201,8 @@ static void check_file_behaviour(int ours, int native, const char *what)
 	errno = 0;
 	r = pread(ours, bad_address(), 8, 0);
 	tap_check(r == -1 && errno == EFAULT,
-		  "%s: pread into an inaccessible page fails with EFAULT", what);
+		  "%s: pread into an inaccessible page fails with EFAULT",
+		  what);
 }
 
 static void check_fd_copies(int dev, int vmfd, int vcpu, int native,
@@ -214,7 +221,8 @@ static void check_fd_copies(int dev, int vmfd, int vcpu, int native,
 	stats_fds_identical(d, native, name);
 	close(a);
 	snprintf(name, sizeof(name),
-		 "%s: dup'd fd still identical after closing the original", what);
+		 "%s: dup'd fd still identical after closing the original",
+		 what);
 	stats_fds_identical(d, native, name);
 	snprintf(name, sizeof(name),
 		 "%s: second fd still identical after closing the first", what);

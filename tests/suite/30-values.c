@@ -16,8 +16,8 @@
 
 #include "kvmstats_util.h"
 
-#define IO_EXITS	1000
-#define MMIO_EXITS	300
+#define IO_EXITS   1000
+#define MMIO_EXITS 300
 
 static void check_exact_counts(int dev)
 {
@@ -33,8 +33,8 @@ static void check_exact_counts(int dev)
 
 	vcpu_load_prog(vm->vcpus[0], GUEST_IO_COUNT, IO_EXITS);
 	vcpu_run_to_hlt(vm->vcpus[0]);
-	tap_eq(vm->vcpus[0]->nr_io, IO_EXITS,
-	       "VMM saw %d KVM_EXIT_IO (sanity)", IO_EXITS);
+	tap_eq(vm->vcpus[0]->nr_io, IO_EXITS, "VMM saw %d KVM_EXIT_IO (sanity)",
+	       IO_EXITS);
 	v = stats_read_stat(ours, "io_exits");
 	tap_eq(v, IO_EXITS, "io_exits read through kvmstats is exactly %d",
 	       IO_EXITS);
@@ -98,7 +98,8 @@ static void check_growing(int dev)
 	tap_eq(vcpu->thread_err, 0, "vCPU thread ran without error");
 	native = vcpu_get_stats_fd(vcpu);
 	a = stats_read_stat(ours, "io_exits");
-	tap_eq(a, vcpu->nr_io, "after stopping: io_exits equals the exits the VMM saw");
+	tap_eq(a, vcpu->nr_io,
+	       "after stopping: io_exits equals the exits the VMM saw");
 	tap_eq(a, stats_read_stat(native, "io_exits"),
 	       "after stopping: io_exits equals native");
 	stats_fds_identical(ours, native,
@@ -126,7 +127,8 @@ static void *native_thread(void *arg)
 
 static void alarm_handler(int sig)
 {
-	static const char msg[] = "not ok - a kvmstats read blocked for 10 s while the vCPU was in KVM_RUN\n";
+	static const char msg[] =
+		"not ok - a kvmstats read blocked for 10 s while the vCPU was in KVM_RUN\n";
 
 	(void)sig;
 	if (write(1, msg, sizeof(msg) - 1) < 0)
@@ -155,8 +157,9 @@ static void check_prompt_while_spinning(int dev)
 	nc.vcpu = vcpu;
 	pthread_create(&thr, NULL, native_thread, &nc);
 	msleep(300);
-	tap_check(!nc.done,
-		  "native KVM_GET_STATS_FD on the spinning vCPU is blocked (vCPU is in KVM_RUN)");
+	tap_check(
+		!nc.done,
+		"native KVM_GET_STATS_FD on the spinning vCPU is blocked (vCPU is in KVM_RUN)");
 
 	signal(SIGALRM, alarm_handler);
 	alarm(10);
@@ -171,19 +174,23 @@ static void check_prompt_while_spinning(int dev)
 	tap_diag("open took %llu us, read %llu us",
 		 (unsigned long long)(t1 - t0) / 1000,
 		 (unsigned long long)(t2 - t1) / 1000);
-	tap_check(r > 0, "vCPU and VM files read while the vCPU spins in KVM_RUN");
+	tap_check(r > 0,
+		  "vCPU and VM files read while the vCPU spins in KVM_RUN");
 	tap_check(t2 - t0 < 2000000000ull,
 		  "open + read of the spinning vCPU's file took < 2 s");
-	tap_check(!nc.done,
-		  "native call still blocked after our read: the vCPU stayed in KVM_RUN");
+	tap_check(
+		!nc.done,
+		"native call still blocked after our read: the vCPU stayed in KVM_RUN");
 
 	vcpu_thread_stop(vcpu);
 	pthread_join(thr, NULL);
-	tap_check(nc.fd >= 0,
-		  "native KVM_GET_STATS_FD completed once the vCPU left KVM_RUN");
+	tap_check(
+		nc.fd >= 0,
+		"native KVM_GET_STATS_FD completed once the vCPU left KVM_RUN");
 	if (nc.fd >= 0) {
-		stats_fds_identical(ours, nc.fd,
-				    "spinning vCPU's file identical to native once stopped");
+		stats_fds_identical(
+			ours, nc.fd,
+			"spinning vCPU's file identical to native once stopped");
 		close(nc.fd);
 	}
 	close(ours);

@@ -15,14 +15,14 @@
 
 #include "kvmstats_util.h"
 
-#define ROUNDS		6
-#define NR		VM_MAX_VCPUS
+#define ROUNDS 6
+#define NR     VM_MAX_VCPUS
 
 struct hammer {
 	int dev;
 	struct vm *vm;
 	int ids[NR];
-	pid_t tid;		/* thread creating the vCPUs */
+	pid_t tid; /* thread creating the vCPUs */
 	volatile int done;
 	unsigned long found, enoent, wrong, lost, other, list_back;
 };
@@ -31,7 +31,7 @@ static void *hammer_fn(void *arg)
 {
 	struct hammer *h = arg;
 	struct stats_blob *b = malloc(sizeof(*b));
-	int seen = 0;	/* indices 0..seen-1 have answered */
+	int seen = 0; /* indices 0..seen-1 have answered */
 	unsigned int last_nr = 0;
 
 	while (!h->done) {
@@ -40,7 +40,8 @@ static void *hammer_fn(void *arg)
 
 		for (i = 0; i < NR; i++) {
 			char expect[64];
-			int fd = __kvmstats_get_stats_fd(h->dev, 0, h->vm->fd, i);
+			int fd = __kvmstats_get_stats_fd(h->dev, 0, h->vm->fd,
+							 i);
 
 			if (fd == -ENOENT) {
 				h->enoent++;
@@ -55,13 +56,14 @@ static void *hammer_fn(void *arg)
 			h->found++;
 			if (i + 1 > seen)
 				seen = i + 1;
-			snprintf(expect, sizeof(expect), "kvm-%d/vcpu-%d", h->tid,
-				 h->ids[i]);
+			snprintf(expect, sizeof(expect), "kvm-%d/vcpu-%d",
+				 h->tid, h->ids[i]);
 			if (__stats_read_all(fd, b) < 0 ||
 			    strncmp(stats_id(b), expect, 48)) {
 				if (h->wrong++ < 3)
-					tap_diag("index %d: id \"%.48s\", expected \"%s\"",
-						 i, stats_id(b), expect);
+					tap_diag(
+						"index %d: id \"%.48s\", expected \"%s\"",
+						i, stats_id(b), expect);
 			}
 			close(fd);
 		}
@@ -127,12 +129,16 @@ int main(void)
 	}
 	tap_diag("%lu files opened, %lu ENOENT while vCPUs were being created",
 		 found, enoent);
-	tap_check(found > 0, "GET_STATS_FD answered for vCPUs while they were being created");
-	tap_eq(wrong, 0, "every file opened during creation names the vCPU created at its index");
+	tap_check(
+		found > 0,
+		"GET_STATS_FD answered for vCPUs while they were being created");
+	tap_eq(wrong, 0,
+	       "every file opened during creation names the vCPU created at its index");
 	tap_eq(lost, 0, "an index that answered never went back to ENOENT");
 	tap_eq(other, 0, "no errno other than ENOENT during creation");
 	tap_eq(back, 0, "LIST_VMS nr_vcpus never went down");
-	tap_eq(bad_final, 0, "afterwards all %d x %d vCPU files are identical to native",
+	tap_eq(bad_final, 0,
+	       "afterwards all %d x %d vCPU files are identical to native",
 	       ROUNDS, NR);
 	close(dev);
 	return tap_exit();

@@ -22,18 +22,30 @@ static int dev;
 static const char *errname(int e)
 {
 	switch (e) {
-	case 0: return "success";
-	case EINVAL: return "EINVAL";
-	case ESRCH: return "ESRCH";
-	case EBADF: return "EBADF";
-	case ENOENT: return "ENOENT";
-	case EFAULT: return "EFAULT";
-	case ENOTTY: return "ENOTTY";
-	case E2BIG: return "E2BIG";
-	case EIO: return "EIO";
-	case EPERM: return "EPERM";
-	case EACCES: return "EACCES";
-	default: return strerror(e);
+	case 0:
+		return "success";
+	case EINVAL:
+		return "EINVAL";
+	case ESRCH:
+		return "ESRCH";
+	case EBADF:
+		return "EBADF";
+	case ENOENT:
+		return "ENOENT";
+	case EFAULT:
+		return "EFAULT";
+	case ENOTTY:
+		return "ENOTTY";
+	case E2BIG:
+		return "E2BIG";
+	case EIO:
+		return "EIO";
+	case EPERM:
+		return "EPERM";
+	case EACCES:
+		return "EACCES";
+	default:
+		return strerror(e);
 	}
 }
 
@@ -62,7 +74,7 @@ static pid_t a_pid_that_is_free(void)
 	if (!pid)
 		_exit(0);
 	waitpid(pid, NULL, 0);
-	return pid;	/* reaped: free until the pid space wraps */
+	return pid; /* reaped: free until the pid space wraps */
 }
 
 static void *idle_thread(void *arg)
@@ -92,7 +104,8 @@ int main(void)
 	tap_eq(__kvmstats_api_version(dev, 0), KVMSTATS_API_VERSION,
 	       "GET_API_VERSION returns %d", KVMSTATS_API_VERSION);
 	r = __kvmstats_api_version(dev, 1);
-	tap_check(r == -EINVAL, "GET_API_VERSION with a non-zero argument: EINVAL (got %s)",
+	tap_check(r == -EINVAL,
+		  "GET_API_VERSION with a non-zero argument: EINVAL (got %s)",
 		  r >= 0 ? "success" : errname(-r));
 
 	/* Unknown commands. */
@@ -104,14 +117,17 @@ int main(void)
 		  "GET_STATS_FD number with the wrong size: ENOTTY (got %s)",
 		  r >= 0 ? "success" : errname(-r));
 	r = __test_ioctl(dev, _IOR(KVMSTATS_IO, 0x00, int), 0);
-	tap_check(r == -ENOTTY,
-		  "GET_API_VERSION number with a direction and size: ENOTTY (got %s)",
-		  r >= 0 ? "success" : errname(-r));
+	tap_check(
+		r == -ENOTTY,
+		"GET_API_VERSION number with a direction and size: ENOTTY (got %s)",
+		r >= 0 ? "success" : errname(-r));
 	r = __test_ioctl(dev, KVM_GET_API_VERSION, 0);
-	tap_check(r == -ENOTTY, "KVM_GET_API_VERSION on /dev/kvmstats: ENOTTY (got %s)",
+	tap_check(r == -ENOTTY,
+		  "KVM_GET_API_VERSION on /dev/kvmstats: ENOTTY (got %s)",
 		  r >= 0 ? "success" : errname(-r));
 	r = __test_ioctl(dev, KVM_GET_STATS_FD, 0);
-	tap_check(r == -ENOTTY, "KVM_GET_STATS_FD on /dev/kvmstats: ENOTTY (got %s)",
+	tap_check(r == -ENOTTY,
+		  "KVM_GET_STATS_FD on /dev/kvmstats: ENOTTY (got %s)",
 		  r >= 0 ? "success" : errname(-r));
 	r = __test_ioctl(vm->fd, KVMSTATS_GET_STATS_FD, 0);
 	tap_diag("KVMSTATS_GET_STATS_FD sent to a KVM VM fd: %s (KVM's answer)",
@@ -119,11 +135,13 @@ int main(void)
 
 	/* Sanity: the valid requests work. */
 	ours = __kvmstats_get_stats_fd(dev, 0, vm->fd, -1);
-	tap_check(ours >= 0, "valid request (pid 0, VM fd, vcpu -1) gives an fd");
+	tap_check(ours >= 0,
+		  "valid request (pid 0, VM fd, vcpu -1) gives an fd");
 	if (ours >= 0)
 		close(ours);
 	ours = __kvmstats_get_stats_fd(dev, me, vm->fd, 1);
-	tap_check(ours >= 0, "valid request (own pid, VM fd, vcpu 1) gives an fd");
+	tap_check(ours >= 0,
+		  "valid request (own pid, VM fd, vcpu 1) gives an fd");
 
 	/* EINVAL: request fields. */
 	memset(&req, 0, sizeof(req));
@@ -180,10 +198,12 @@ int main(void)
 
 			waitid(P_PID, zombie, &si, WEXITED | WNOWAIT);
 		}
-		expect(zombie, 200, -1, ESRCH, "pid of an exited, unreaped process (zombie)");
+		expect(zombie, 200, -1, ESRCH,
+		       "pid of an exited, unreaped process (zombie)");
 		expect(zombie, 200, 0, ESRCH, "zombie, vcpu 0");
 		waitpid(zombie, NULL, 0);
-		expect(zombie, 200, -1, ESRCH, "pid of the same process once reaped");
+		expect(zombie, 200, -1, ESRCH,
+		       "pid of the same process once reaped");
 	}
 	expect(-5, vm->fd, -1, ESRCH, "pid -5");
 
@@ -234,21 +254,28 @@ int main(void)
 	req.reserved[1] = 1;
 	expect_req(&req, EINVAL, "reserved + free pid + fd -1: request first");
 	req.reserved[1] = 0;
-	expect(freepid, -1, -2, EINVAL, "vcpu -2 + free pid + fd -1: request first");
-	expect(freepid, -1, 99, ESRCH, "free pid + fd -1 + vcpu 99: pid before fd");
-	expect(freepid, pipefd[0], 99, ESRCH, "free pid + pipe + vcpu 99: pid before fd");
+	expect(freepid, -1, -2, EINVAL,
+	       "vcpu -2 + free pid + fd -1: request first");
+	expect(freepid, -1, 99, ESRCH,
+	       "free pid + fd -1 + vcpu 99: pid before fd");
+	expect(freepid, pipefd[0], 99, ESRCH,
+	       "free pid + pipe + vcpu 99: pid before fd");
 	expect(thread_tid, -1, 99, ESRCH, "thread tid + fd -1: pid before fd");
 	expect(0, -1, 99, EBADF, "fd -1 + vcpu 99: fd before vcpu");
 	expect(0, unused, 99, EBADF, "unused fd + vcpu 99: fd before vcpu");
 	expect(0, pipefd[0], 99, EINVAL, "pipe + vcpu 99: fd type before vcpu");
-	expect(0, vm->vcpus[1]->fd, 99, EINVAL, "vCPU fd + vcpu 99: fd type before vcpu");
+	expect(0, vm->vcpus[1]->fd, 99, EINVAL,
+	       "vCPU fd + vcpu 99: fd type before vcpu");
 
 	/* EFAULT */
 	r = __test_ioctl(dev, KVMSTATS_GET_STATS_FD, 0);
-	tap_check(r == -EFAULT, "GET_STATS_FD with a NULL argument: EFAULT (got %s)",
+	tap_check(r == -EFAULT,
+		  "GET_STATS_FD with a NULL argument: EFAULT (got %s)",
 		  r >= 0 ? "an fd" : errname(-r));
-	r = __test_ioctl(dev, KVMSTATS_GET_STATS_FD, (unsigned long)bad_address());
-	tap_check(r == -EFAULT, "GET_STATS_FD with an unmapped argument: EFAULT (got %s)",
+	r = __test_ioctl(dev, KVMSTATS_GET_STATS_FD,
+			 (unsigned long)bad_address());
+	tap_check(r == -EFAULT,
+		  "GET_STATS_FD with an unmapped argument: EFAULT (got %s)",
 		  r >= 0 ? "an fd" : errname(-r));
 	{
 		/* A request that runs off the end of a readable page. */
@@ -261,30 +288,38 @@ int main(void)
 		memset(tail, 0, 12);
 		tail->fd = vm->fd;
 		tail->vcpu = -1;
-		r = __test_ioctl(dev, KVMSTATS_GET_STATS_FD, (unsigned long)tail);
-		tap_check(r == -EFAULT,
-			  "GET_STATS_FD with a request straddling into an unmapped page: EFAULT (got %s)",
-			  r >= 0 ? "an fd" : errname(-r));
+		r = __test_ioctl(dev, KVMSTATS_GET_STATS_FD,
+				 (unsigned long)tail);
+		tap_check(
+			r == -EFAULT,
+			"GET_STATS_FD with a request straddling into an unmapped page: EFAULT (got %s)",
+			r >= 0 ? "an fd" : errname(-r));
 		if (r >= 0)
 			close(r);
 		munmap(p, 8192);
 	}
 	r = __test_ioctl(dev, KVMSTATS_LIST_VMS, 0);
-	tap_check(r == -EFAULT, "LIST_VMS with a NULL argument: EFAULT (got %s)",
+	tap_check(r == -EFAULT,
+		  "LIST_VMS with a NULL argument: EFAULT (got %s)",
 		  r >= 0 ? "success" : errname(-r));
 	r = __test_ioctl(dev, KVMSTATS_LIST_VMS, (unsigned long)bad_address());
-	tap_check(r == -EFAULT, "LIST_VMS with an unmapped argument: EFAULT (got %s)",
+	tap_check(r == -EFAULT,
+		  "LIST_VMS with an unmapped argument: EFAULT (got %s)",
 		  r >= 0 ? "success" : errname(-r));
 	r = __test_ioctl(dev, KVMSTATS_READ_BATCH, 0);
-	tap_check(r == -EFAULT, "READ_BATCH with a NULL argument: EFAULT (got %s)",
+	tap_check(r == -EFAULT,
+		  "READ_BATCH with a NULL argument: EFAULT (got %s)",
 		  r >= 0 ? "success" : errname(-r));
-	r = __test_ioctl(dev, KVMSTATS_READ_BATCH, (unsigned long)bad_address());
-	tap_check(r == -EFAULT, "READ_BATCH with an unmapped argument: EFAULT (got %s)",
+	r = __test_ioctl(dev, KVMSTATS_READ_BATCH,
+			 (unsigned long)bad_address());
+	tap_check(r == -EFAULT,
+		  "READ_BATCH with an unmapped argument: EFAULT (got %s)",
 		  r >= 0 ? "success" : errname(-r));
 
 	/* Nothing above leaked a usable fd or broke the device. */
-	stats_fds_identical(kvmstats_get_stats_fd(dev, 0, vm->fd, -1), native,
-			    "after all error cases the VM file is still identical to native");
+	stats_fds_identical(
+		kvmstats_get_stats_fd(dev, 0, vm->fd, -1), native,
+		"after all error cases the VM file is still identical to native");
 
 	close(native);
 	close(regfile);

@@ -133,7 +133,9 @@ static void check_e2big(void)
 	list->flags = 0x80000000;
 	list->nr = 0;
 	r = __test_ioctl(dev, KVMSTATS_LIST_VMS, (unsigned long)list);
-	tap_check(r == -EINVAL, "flags 0x80000000 with nr 0: EINVAL, before E2BIG (got %d)", r);
+	tap_check(r == -EINVAL,
+		  "flags 0x80000000 with nr 0: EINVAL, before E2BIG (got %d)",
+		  r);
 	free(list);
 
 	/* A huge nr is fine: there is no limit but nr. */
@@ -141,8 +143,8 @@ static void check_e2big(void)
 	list->nr = HUGE_NR;
 	r = __test_ioctl(dev, KVMSTATS_LIST_VMS, (unsigned long)list);
 	tap_check(r == 0 && list->nr == needed,
-		  "nr %d: success with nr %u (got %d, nr %u)", HUGE_NR,
-		  needed, r, list->nr);
+		  "nr %d: success with nr %u (got %d, nr %u)", HUGE_NR, needed,
+		  r, list->nr);
 	free(list);
 
 	/* Header readable, entries not writable. */
@@ -170,14 +172,15 @@ int main(void)
 	dev = kvmstats_open();
 
 	list_now(&l);
-	tap_eq(count_pid(&l, me), 0, "no VM listed for us before we create one");
+	tap_eq(count_pid(&l, me), 0,
+	       "no VM listed for us before we create one");
 
 	a = vm_create(3, NULL);
 	b = vm_create(0, NULL);
 	placeholder = open("/dev/null", O_RDONLY);
 	c = vm_create(1, NULL);
 	close(placeholder);
-	lowfd = dup(c->fd);		/* takes the placeholder's lower number */
+	lowfd = dup(c->fd); /* takes the placeholder's lower number */
 	tap_check(lowfd < c->fd, "dup of VM c got a lower fd (%d < %d)", lowfd,
 		  c->fd);
 
@@ -185,7 +188,8 @@ int main(void)
 	check_entry(&l, me, a->fd, 3, "own VM a (3 vCPUs)");
 	check_entry(&l, me, b->fd, 0, "own VM b (0 vCPUs)");
 	check_entry(&l, me, lowfd, 1, "own VM c at its lowest fd (a dup)");
-	tap_check(!find(&l, me, c->fd), "own VM c not listed again at its higher fd");
+	tap_check(!find(&l, me, c->fd),
+		  "own VM c not listed again at its higher fd");
 	tap_eq(count_pid(&l, me), 3, "exactly 3 entries for our 3 VMs");
 	check_sorted(&l);
 
@@ -225,11 +229,13 @@ int main(void)
 	tap_eq(count_pid(&l, me), 3, "and we still have exactly 3");
 	/* ...but GET_STATS_FD accepts its (pid, fd). */
 	ours = __kvmstats_get_stats_fd(dev, heir, a->fd, 2);
-	tap_check(ours >= 0, "GET_STATS_FD(heir pid, inherited VM fd, vcpu 2) works");
+	tap_check(ours >= 0,
+		  "GET_STATS_FD(heir pid, inherited VM fd, vcpu 2) works");
 	if (ours >= 0) {
 		native = vcpu_get_stats_fd(a->vcpus[2]);
-		stats_fds_identical(ours, native,
-				    "through the heir: vCPU file identical to native");
+		stats_fds_identical(
+			ours, native,
+			"through the heir: vCPU file identical to native");
 		close(native);
 		close(ours);
 	}
@@ -262,13 +268,18 @@ int main(void)
 		char what[96];
 
 		ours = __kvmstats_get_stats_fd(dev, 0, c3.vm_fd, i);
-		snprintf(what, sizeof(what),
-			 "exited child's VM, vcpu %d, via the VM fd we hold: identical to native",
-			 i);
-		if (!tap_check(ours >= 0, "GET_STATS_FD(0, received VM fd, vcpu %d) works", i))
+		snprintf(
+			what, sizeof(what),
+			"exited child's VM, vcpu %d, via the VM fd we hold: identical to native",
+			i);
+		if (!tap_check(ours >= 0,
+			       "GET_STATS_FD(0, received VM fd, vcpu %d) works",
+			       i))
 			continue;
-		stats_fds_identical(ours, i < 0 ? c3.native_vm_stats :
-				    c3.native_vcpu_stats[i], what);
+		stats_fds_identical(ours,
+				    i < 0 ? c3.native_vm_stats :
+					    c3.native_vcpu_stats[i],
+				    what);
 		close(ours);
 	}
 	child_vmm_close_fds(&c3);
@@ -276,7 +287,8 @@ int main(void)
 	/* Our VMs go away when we close them. */
 	close(lowfd);
 	list_now(&l);
-	check_entry(&l, me, c->fd, 1, "VM c at its remaining fd after closing the dup");
+	check_entry(&l, me, c->fd, 1,
+		    "VM c at its remaining fd after closing the dup");
 	vm_free(c);
 	vm_free(b);
 	list_now(&l);
@@ -286,7 +298,8 @@ int main(void)
 	vm_free(a);
 	list_now(&l);
 	tap_eq(count_pid(&l, me), 0, "no entries for us after closing all VMs");
-	tap_eq(count_pid(&l, c1.info.pid), 0, "no entries for child VMM 1 after it exited");
+	tap_eq(count_pid(&l, c1.info.pid), 0,
+	       "no entries for child VMM 1 after it exited");
 	free(l.vms);
 	close(dev);
 	return tap_exit();

@@ -15,9 +15,9 @@
 
 #include "kvmstats_util.h"
 
-#define NR_VMS		3
-#define NR_VCPUS	2
-#define NR_FDS		(NR_VMS * (NR_VCPUS + 1))
+#define NR_VMS	 3
+#define NR_VCPUS 2
+#define NR_FDS	 (NR_VMS * (NR_VCPUS + 1))
 
 static int dev;
 
@@ -66,7 +66,8 @@ int main(void)
 		ops[2 * i + 1].result = 0x7777;
 	}
 	r = batch(ops, NR_FDS * 2);
-	tap_eq(r, 0, "batch of %d ops over %d fds succeeds", NR_FDS * 2, NR_FDS);
+	tap_eq(r, 0, "batch of %d ops over %d fds succeeds", NR_FDS * 2,
+	       NR_FDS);
 	ok = true;
 	for (i = 0; i < NR_FDS; i++) {
 		static uint8_t ref[STATS_FILE_MAX];
@@ -75,8 +76,8 @@ int main(void)
 		stats_read_all(fds[i], &blob, "stats fd");
 		if (ops[2 * i].result != (int)blob.size ||
 		    memcmp(bufs[2 * i], blob.data, blob.size)) {
-			tap_diag("fd %d whole: result %d, pread size %zu", fds[i],
-				 ops[2 * i].result, blob.size);
+			tap_diag("fd %d whole: result %d, pread size %zu",
+				 fds[i], ops[2 * i].result, blob.size);
 			ok = false;
 		}
 		len = pread(fds[i], ref, 1100 + i, 20 + i);
@@ -94,19 +95,22 @@ int main(void)
 	for (i = 0; i < NR_VMS; i++) {
 		uint64_t v;
 
-		memcpy(&blob.data, bufs[2 * (i * 3 + 1)], ops[2 * (i * 3 + 1)].result);
+		memcpy(&blob.data, bufs[2 * (i * 3 + 1)],
+		       ops[2 * (i * 3 + 1)].result);
 		blob.size = ops[2 * (i * 3 + 1)].result;
 		v = stats_value(&blob, "io_exits", 0);
 		if (v != (uint64_t)(10 + i)) {
-			tap_diag("VM %d vCPU 0: io_exits %llu in the batch buffer",
-				 i, (unsigned long long)v);
+			tap_diag(
+				"VM %d vCPU 0: io_exits %llu in the batch buffer",
+				i, (unsigned long long)v);
 			ok = false;
 		}
 	}
 	tap_check(ok, "batch buffers carry each guest's exact io_exits");
 
 	/* The batch does not move the file offset (pread semantics). */
-	tap_eq(read(fds[0], small, 24), 24, "read after batch starts at offset 0");
+	tap_eq(read(fds[0], small, 24), 24,
+	       "read after batch starts at offset 0");
 	stats_read_all(fds[0], &blob, "fd 0");
 	tap_check(!memcmp(small, blob.data, 24), "and returns the header");
 
@@ -125,19 +129,19 @@ int main(void)
 		ops[i].result = 0x7777;
 	}
 	stats_read_all(fds[1], &blob, "vCPU");
-	ops[0].offset = blob.size;			/* EOF: 0 */
-	ops[1].offset = blob.size + 12345;		/* past EOF: 0 */
-	ops[2].fd = unused;				/* -EBADF */
-	ops[3].fd = -1;					/* -EBADF */
-	ops[4].fd = native;				/* -EINVAL */
-	ops[5].fd = pipefd[0];				/* -EINVAL */
-	ops[6].flags = 1;				/* -EINVAL */
-	ops[7].buf = 0;					/* -EFAULT */
-	ops[8].buf = (unsigned long)bad_address();	/* -EFAULT */
-	ops[9].offset = 1ull << 63;			/* -EINVAL */
-	ops[10].offset = blob.size - 10;		/* 10 */
-	ops[11].fd = dev;				/* -EINVAL */
-	ops[12].len = 0;				/* 0 */
+	ops[0].offset = blob.size;		   /* EOF: 0 */
+	ops[1].offset = blob.size + 12345;	   /* past EOF: 0 */
+	ops[2].fd = unused;			   /* -EBADF */
+	ops[3].fd = -1;				   /* -EBADF */
+	ops[4].fd = native;			   /* -EINVAL */
+	ops[5].fd = pipefd[0];			   /* -EINVAL */
+	ops[6].flags = 1;			   /* -EINVAL */
+	ops[7].buf = 0;				   /* -EFAULT */
+	ops[8].buf = (unsigned long)bad_address(); /* -EFAULT */
+	ops[9].offset = 1ull << 63;		   /* -EINVAL */
+	ops[10].offset = blob.size - 10;	   /* 10 */
+	ops[11].fd = dev;			   /* -EINVAL */
+	ops[12].len = 0;			   /* 0 */
 	/* a good op after all the bad ones */
 	ops[13].fd = fds[1];
 	ops[13].buf = (unsigned long)bufs[13];
@@ -216,7 +220,8 @@ int main(void)
 	b.nr = 1;
 	b.ops = (unsigned long)p;
 	r = __test_ioctl(dev, KVMSTATS_READ_BATCH, (unsigned long)&b);
-	tap_check(r == -EFAULT, "batch whose results cannot be written: EFAULT (got %d)", r);
+	tap_check(r == -EFAULT,
+		  "batch whose results cannot be written: EFAULT (got %d)", r);
 	munmap(p, 4096);
 
 	/* The second op unreadable: EFAULT, the first one run and written. */
@@ -232,8 +237,10 @@ int main(void)
 	b.nr = 2;
 	b.ops = (unsigned long)many;
 	r = __test_ioctl(dev, KVMSTATS_READ_BATCH, (unsigned long)&b);
-	tap_check(r == -EFAULT, "batch whose second op is unreadable: EFAULT (got %d)", r);
-	tap_eq(many->result, 24, "and the first op was run and its result written");
+	tap_check(r == -EFAULT,
+		  "batch whose second op is unreadable: EFAULT (got %d)", r);
+	tap_eq(many->result, 24,
+	       "and the first op was run and its result written");
 	munmap(p, 8192);
 
 	/* The largest batch. */
@@ -249,8 +256,10 @@ int main(void)
 	ok = r == 0;
 	for (i = 0; i < KVMSTATS_BATCH_MAX; i++)
 		ok &= many[i].result == 24;
-	tap_check(ok, "batch of KVMSTATS_BATCH_MAX (%d) ops: every op read 24 bytes",
-		  KVMSTATS_BATCH_MAX);
+	tap_check(
+		ok,
+		"batch of KVMSTATS_BATCH_MAX (%d) ops: every op read 24 bytes",
+		KVMSTATS_BATCH_MAX);
 	free(many);
 
 	close(native);

@@ -24,8 +24,7 @@ struct gc_report {
 	int nr_vcpus;
 };
 
-static int grandchild(pid_t parent, int parent_vm_fd, int report_fd,
-		      int go_fd)
+static int grandchild(pid_t parent, int parent_vm_fd, int report_fd, int go_fd)
 {
 	struct kvmstats_vm *vms = NULL;
 	struct gc_report rep;
@@ -33,8 +32,8 @@ static int grandchild(pid_t parent, int parent_vm_fd, int report_fd,
 	struct vm *vm;
 	char c;
 
-	tap_check(getpid() == 1, "in the new namespace: we are pid 1 (getpid %d)",
-		  getpid());
+	tap_check(getpid() == 1,
+		  "in the new namespace: we are pid 1 (getpid %d)", getpid());
 	dev = kvmstats_open();
 	vm = vm_create(2, NULL);
 	vm_run_all_to_hlt(vm, GUEST_IO_COUNT, IO_EXITS);
@@ -45,9 +44,11 @@ static int grandchild(pid_t parent, int parent_vm_fd, int report_fd,
 			 vms[i].pid, vms[i].fd, vms[i].nr_vcpus);
 	tap_eq(n, 1, "in the new namespace: LIST_VMS shows exactly 1 VM");
 	if (n >= 1) {
-		tap_eq(vms[0].pid, 1, "in the new namespace: listed under pid 1");
+		tap_eq(vms[0].pid, 1,
+		       "in the new namespace: listed under pid 1");
 		tap_eq(vms[0].fd, vm->fd, "in the new namespace: at our VM fd");
-		tap_eq(vms[0].nr_vcpus, 2, "in the new namespace: with 2 vCPUs");
+		tap_eq(vms[0].nr_vcpus, 2,
+		       "in the new namespace: with 2 vCPUs");
 	}
 	free(vms);
 
@@ -56,25 +57,29 @@ static int grandchild(pid_t parent, int parent_vm_fd, int report_fd,
 		  "in the new namespace: the parent's pid %d is ESRCH (got %d)",
 		  parent, n);
 	n = __kvmstats_get_stats_fd(dev, 2, vm->fd, -1);
-	tap_check(n == -ESRCH, "in the new namespace: pid 2 is ESRCH (got %d)", n);
+	tap_check(n == -ESRCH, "in the new namespace: pid 2 is ESRCH (got %d)",
+		  n);
 
 	ours = kvmstats_get_stats_fd(dev, 1, vm->fd, 1);
 	native = vcpu_get_stats_fd(vm->vcpus[1]);
-	stats_fds_identical(ours, native,
-			    "in the new namespace: own vCPU via pid 1 identical to native");
+	stats_fds_identical(
+		ours, native,
+		"in the new namespace: own vCPU via pid 1 identical to native");
 	close(ours);
 	close(native);
 	ours = kvmstats_get_stats_fd(dev, 0, vm->fd, -1);
 	native = vm_get_stats_fd(vm);
-	stats_fds_identical(ours, native,
-			    "in the new namespace: own VM via pid 0 identical to native");
+	stats_fds_identical(
+		ours, native,
+		"in the new namespace: own VM via pid 0 identical to native");
 	close(ours);
 	close(native);
 
 	/* The parent's VM fd, inherited by fork, is still an fd of ours. */
 	ours = __kvmstats_get_stats_fd(dev, 0, parent_vm_fd, -1);
-	tap_check(ours >= 0,
-		  "in the new namespace: the inherited parent VM fd is usable via pid 0");
+	tap_check(
+		ours >= 0,
+		"in the new namespace: the inherited parent VM fd is usable via pid 0");
 	if (ours >= 0)
 		close(ours);
 
@@ -136,7 +141,8 @@ int main(void)
 		tap_fail("the namespaced child did not report");
 		goto out;
 	}
-	tap_diag("grandchild: pid %d in our namespace, VM fd %d", gc, rep.vm_fd);
+	tap_diag("grandchild: pid %d in our namespace, VM fd %d", gc,
+		 rep.vm_fd);
 
 	n = kvmstats_list_vms(dev, &vms);
 	for (i = 0; i < n; i++) {
@@ -147,22 +153,29 @@ int main(void)
 			tap_eq(vms[i].nr_vcpus, rep.nr_vcpus,
 			       "parent: with its 2 vCPUs");
 		}
-		tap_check(vms[i].pid != 1,
-			  "parent: no entry uses the namespace's pid 1 (entry %d)", i);
+		tap_check(
+			vms[i].pid != 1,
+			"parent: no entry uses the namespace's pid 1 (entry %d)",
+			i);
 	}
-	tap_check(found, "parent: LIST_VMS shows the grandchild's VM under its host pid %d", gc);
+	tap_check(
+		found,
+		"parent: LIST_VMS shows the grandchild's VM under its host pid %d",
+		gc);
 	free(vms);
 
 	ours = kvmstats_get_stats_fd(dev, gc, rep.vm_fd, -1);
 	stats_read_all(ours, &blob, "grandchild VM");
 	snprintf(expect, sizeof(expect), "kvm-%d", gc);
-	tap_check(!strcmp(stats_id(&blob), expect),
-		  "parent: its id is \"%s\", the host thread id (got \"%.48s\")",
-		  expect, stats_id(&blob));
+	tap_check(
+		!strcmp(stats_id(&blob), expect),
+		"parent: its id is \"%s\", the host thread id (got \"%.48s\")",
+		expect, stats_id(&blob));
 	close(ours);
 	ours = kvmstats_get_stats_fd(dev, gc, rep.vm_fd, 1);
 	tap_eq(stats_read_stat(ours, "io_exits"), IO_EXITS,
-	       "parent: its vCPU 1 via the host pid shows io_exits %d", IO_EXITS);
+	       "parent: its vCPU 1 via the host pid shows io_exits %d",
+	       IO_EXITS);
 	stats_read_all(ours, &blob, "grandchild vCPU");
 	snprintf(expect, sizeof(expect), "kvm-%d/vcpu-1", gc);
 	tap_check(!strcmp(stats_id(&blob), expect),
@@ -176,9 +189,10 @@ out:
 	close(go[1]);
 	if (waitpid(middle, &status, 0) < 0)
 		tap_bail("waitpid: %s", strerror(errno));
-	tap_check(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-		  "the namespaced grandchild passed all its checks (status 0x%x)",
-		  status);
+	tap_check(
+		WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		"the namespaced grandchild passed all its checks (status 0x%x)",
+		status);
 	vm_free(vm);
 	close(dev);
 	return tap_exit();

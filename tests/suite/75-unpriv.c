@@ -15,8 +15,8 @@
 
 #include "kvmstats_util.h"
 
-#define NOBODY		65534
-#define IO_EXITS	42
+#define NOBODY	 65534
+#define IO_EXITS 42
 
 static int unprivileged(int inherited, int sock)
 {
@@ -41,7 +41,8 @@ static int unprivileged(int inherited, int sock)
 	errno = 0;
 	fd = open(KVMSTATS_DEVICE, O_RDWR);
 	tap_check(fd < 0 && errno == EACCES,
-		  "as nobody: open(%s, O_RDWR) fails with EACCES", KVMSTATS_DEVICE);
+		  "as nobody: open(%s, O_RDWR) fails with EACCES",
+		  KVMSTATS_DEVICE);
 	if (fd >= 0)
 		close(fd);
 
@@ -61,7 +62,8 @@ static int unprivileged(int inherited, int sock)
 	       IO_EXITS);
 	stats_read_all(inherited, &a, "inherited");
 	stats_read_all(received, &b, "received");
-	tap_check(a.size > 0 && stats_blob_equal(&a, &b, "inherited vs received"),
+	tap_check(a.size > 0 &&
+			  stats_blob_equal(&a, &b, "inherited vs received"),
 		  "as nobody: both fds read the same whole file");
 	close(received);
 	return tap_failures() ? 1 : 0;
@@ -80,7 +82,7 @@ int main(void)
 		       KVMSTATS_DEVICE))
 		return tap_exit();
 	tap_check((st.st_mode & 07777) == 0600 && st.st_uid == 0 &&
-		  st.st_gid == 0 && S_ISCHR(st.st_mode),
+			  st.st_gid == 0 && S_ISCHR(st.st_mode),
 		  "%s is a 0600 root:root character device (mode 0%o, %d:%d)",
 		  KVMSTATS_DEVICE, st.st_mode & 07777, st.st_uid, st.st_gid);
 
@@ -89,7 +91,8 @@ int main(void)
 	vm_run_all_to_hlt(vm, GUEST_IO_COUNT, IO_EXITS);
 	ours = kvmstats_get_stats_fd(dev, 0, vm->fd, 0);
 	native = vcpu_get_stats_fd(vm->vcpus[0]);
-	stats_fds_identical(ours, native, "root: vCPU file identical to native");
+	stats_fds_identical(ours, native,
+			    "root: vCPU file identical to native");
 
 	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv))
 		tap_bail("socketpair: %s", strerror(errno));

@@ -16,8 +16,8 @@
 
 #include "kvmstats_util.h"
 
-#define NR_READERS	4
-#define NR_VCPUS	2
+#define NR_READERS 4
+#define NR_VCPUS   2
 
 static void check_own_vm_closed(int dev)
 {
@@ -30,7 +30,7 @@ static void check_own_vm_closed(int dev)
 	ours_vcpu = kvmstats_get_stats_fd(dev, 0, vm->fd, 0);
 	native_vm = vm_get_stats_fd(vm);
 	native_vcpu = vcpu_get_stats_fd(vm->vcpus[0]);
-	vm_free(vm);	/* closes the VM, vCPU and /dev/kvm fds */
+	vm_free(vm); /* closes the VM, vCPU and /dev/kvm fds */
 
 	tap_eq(stats_read_stat(ours_vcpu, "io_exits"), 77,
 	       "own VM closed: vCPU stats fd still reads io_exits 77");
@@ -51,22 +51,24 @@ static void check_vmm_exit(int dev)
 
 	child_vmm_start(&c, NR_VCPUS, NULL, 31);
 	for (i = 0; i <= NR_VCPUS; i++)
-		ours[i] = kvmstats_get_stats_fd(dev, c.info.pid,
-						c.info.vm_fd, i - 1);
-	close(c.vm_fd);		/* only stats fds hold the VM now */
+		ours[i] = kvmstats_get_stats_fd(dev, c.info.pid, c.info.vm_fd,
+						i - 1);
+	close(c.vm_fd); /* only stats fds hold the VM now */
 	c.vm_fd = -1;
 	tap_eq(child_vmm_exit(&c), 0, "child VMM exited normally");
 	for (i = 0; i < NR_VCPUS; i++)
 		tap_eq(stats_read_stat(ours[i + 1], "io_exits"), 31,
 		       "after the VMM exited: vCPU %d reads io_exits 31", i);
-	stats_fds_identical(ours[0], c.native_vm_stats,
-			    "after the VMM exited: VM file identical to its native fd");
+	stats_fds_identical(
+		ours[0], c.native_vm_stats,
+		"after the VMM exited: VM file identical to its native fd");
 	for (i = 0; i < NR_VCPUS; i++) {
 		char what[96];
 
-		snprintf(what, sizeof(what),
-			 "after the VMM exited: vCPU %d file identical to its native fd",
-			 i);
+		snprintf(
+			what, sizeof(what),
+			"after the VMM exited: vCPU %d file identical to its native fd",
+			i);
 		stats_fds_identical(ours[i + 1], c.native_vcpu_stats[i], what);
 	}
 	for (i = 0; i <= NR_VCPUS; i++)
@@ -89,10 +91,11 @@ static void check_sole_holder(int dev)
 
 	child_vmm_start(&c, NR_VCPUS, NULL, 57);
 	for (i = 0; i <= NR_VCPUS; i++)
-		ours[i] = kvmstats_get_stats_fd(dev, c.info.pid,
-						c.info.vm_fd, i - 1);
+		ours[i] = kvmstats_get_stats_fd(dev, c.info.pid, c.info.vm_fd,
+						i - 1);
 	child_vmm_close_fds(&c);
-	tap_eq(child_vmm_exit(&c), 0, "child VMM exited; only our stats fds hold its VM");
+	tap_eq(child_vmm_exit(&c), 0,
+	       "child VMM exited; only our stats fds hold its VM");
 	/*
 	 * Snapshot after the exit: tearing down the VMM's mm zaps the guest
 	 * mappings (pages_4k drops), which is KVM's doing, not a read bug.
@@ -113,7 +116,8 @@ static void check_sole_holder(int dev)
 		bad += !stats_blob_equal(&snap[i], &now, "after churn");
 		close(ours[i]);
 	}
-	tap_eq(bad, 0, "after 20 other VMs came and went, the dead VMM's VM and vCPU files are unchanged");
+	tap_eq(bad, 0,
+	       "after 20 other VMs came and went, the dead VMM's VM and vCPU files are unchanged");
 }
 
 struct reader {
@@ -175,8 +179,8 @@ static void check_sigkill(int dev)
 
 	child_vmm_start(&c, NR_VCPUS, NULL, 1);
 	for (i = 0; i <= NR_VCPUS; i++)
-		ours[i] = kvmstats_get_stats_fd(dev, c.info.pid,
-						c.info.vm_fd, i - 1);
+		ours[i] = kvmstats_get_stats_fd(dev, c.info.pid, c.info.vm_fd,
+						i - 1);
 	close(c.vm_fd);
 	c.vm_fd = -1;
 	child_vmm_run_io_loop(&c);
@@ -190,7 +194,8 @@ static void check_sigkill(int dev)
 		}
 		readers[i].stop = &stop;
 		readers[i].dead = &dead;
-		pthread_create(&readers[i].thread, NULL, reader_fn, &readers[i]);
+		pthread_create(&readers[i].thread, NULL, reader_fn,
+			       &readers[i]);
 	}
 
 	msleep(200);
@@ -218,10 +223,11 @@ static void check_sigkill(int dev)
 			 i, readers[i].reads, readers[i].reads_after_death,
 			 readers[i].errors);
 	}
-	tap_eq(errors, 0, "%d reader threads: no failed or short read across SIGKILL",
+	tap_eq(errors, 0,
+	       "%d reader threads: no failed or short read across SIGKILL",
 	       NR_READERS);
-	tap_check(after > 0, "readers kept reading after the VMM died (%lu reads)",
-		  after);
+	tap_check(after > 0,
+		  "readers kept reading after the VMM died (%lu reads)", after);
 	/* A torn u64 copy is allowed (no snapshot), so only report it. */
 	tap_diag("readers saw io_exits go backwards %lu times", back);
 	tap_check(x == y && x >= b,
@@ -230,13 +236,15 @@ static void check_sigkill(int dev)
 	for (i = 0; i < NR_VCPUS; i++) {
 		char what[96];
 
-		snprintf(what, sizeof(what),
-			 "after SIGKILL: vCPU %d file identical to the dead VMM's native fd",
-			 i);
+		snprintf(
+			what, sizeof(what),
+			"after SIGKILL: vCPU %d file identical to the dead VMM's native fd",
+			i);
 		stats_fds_identical(ours[i + 1], c.native_vcpu_stats[i], what);
 	}
-	stats_fds_identical(ours[0], c.native_vm_stats,
-			    "after SIGKILL: VM file identical to the dead VMM's native fd");
+	stats_fds_identical(
+		ours[0], c.native_vm_stats,
+		"after SIGKILL: VM file identical to the dead VMM's native fd");
 	for (i = 0; i <= NR_VCPUS; i++)
 		close(ours[i]);
 	close(c.native_vm_stats);
@@ -246,7 +254,8 @@ static void check_sigkill(int dev)
 
 static void alarm_handler(int sig)
 {
-	static const char msg[] = "not ok - a kvmstats call blocked for 10 s on a SIGSTOPped VMM\n";
+	static const char msg[] =
+		"not ok - a kvmstats call blocked for 10 s on a SIGSTOPped VMM\n";
 
 	(void)sig;
 	if (write(1, msg, sizeof(msg) - 1) < 0)

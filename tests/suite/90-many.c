@@ -46,7 +46,8 @@ int main(void)
 				vms[j].nr_vcpus == 1;
 		missing += hits != 1;
 	}
-	tap_eq(missing, 0, "each VM listed exactly once, at its fd, with 1 vCPU");
+	tap_eq(missing, 0,
+	       "each VM listed exactly once, at its fd, with 1 vCPU");
 	free(vms);
 
 	for (i = 0; i < NR_VMS; i++) {
@@ -65,7 +66,8 @@ int main(void)
 		stats_read_all(ours, &a, "ours");
 		stats_read_all(native, &b, "native");
 		bad_vcpu += !stats_blob_equal(&a, &b, "vCPU file");
-		bad_io += stats_value(&a, "io_exits", 0) != (uint64_t)(1 + i % 13);
+		bad_io += stats_value(&a, "io_exits", 0) !=
+			  (uint64_t)(1 + i % 13);
 		close(ours);
 		close(native);
 	}
@@ -81,7 +83,8 @@ int main(void)
 		mine += vms[j].pid == me;
 	tap_eq(mine, 0, "after destroying them, no VM of ours is listed");
 	free(vms);
-	tap_diag("total %llu ms", (unsigned long long)(now_ns() - t0) / 1000000);
+	tap_diag("total %llu ms",
+		 (unsigned long long)(now_ns() - t0) / 1000000);
 	close(dev);
 	return tap_exit();
 }

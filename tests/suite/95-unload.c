@@ -74,8 +74,9 @@ int main(void)
 
 	kvm_test_init();
 	if (!vendor || !moddir) {
-		tap_skip("KVMSTATS_VENDOR/KVMSTATS_MODDIR not set: not in the test guest",
-			 "module unload and reload");
+		tap_skip(
+			"KVMSTATS_VENDOR/KVMSTATS_MODDIR not set: not in the test guest",
+			"module unload and reload");
 		return 0;
 	}
 	snprintf(vendor_file, sizeof(vendor_file), "%s.ko", vendor);
@@ -90,16 +91,20 @@ int main(void)
 	child_vmm_start(&c, 1, NULL, 3);
 	ours_vm = kvmstats_get_stats_fd(dev, c.info.pid, c.info.vm_fd, -1);
 	ours_vcpu = kvmstats_get_stats_fd(dev, c.info.pid, c.info.vm_fd, 0);
-	child_vmm_close_fds(&c);	/* the VM fd and native fds it sent */
-	tap_eq(child_vmm_exit(&c), 0, "VMM exited; only our stats fds hold its VM");
-	close(dev);			/* the device fd must not be what pins us */
-	vm_keeper_stop();		/* its VM would pin the vendor module */
+	child_vmm_close_fds(&c); /* the VM fd and native fds it sent */
+	tap_eq(child_vmm_exit(&c), 0,
+	       "VMM exited; only our stats fds hold its VM");
+	close(dev);	  /* the device fd must not be what pins us */
+	vm_keeper_stop(); /* its VM would pin the vendor module */
 
 	r = unload("kvmstats");
-	tap_check(refused(r), "delete_module(kvmstats) refused while a stats fd is open (got %s)",
-		  r ? strerror(-r) : "success");
+	tap_check(
+		refused(r),
+		"delete_module(kvmstats) refused while a stats fd is open (got %s)",
+		r ? strerror(-r) : "success");
 	r = unload(vendor);
-	tap_check(refused(r), "delete_module(%s) refused while a stats fd is open (got %s)",
+	tap_check(refused(r),
+		  "delete_module(%s) refused while a stats fd is open (got %s)",
 		  vendor, r ? strerror(-r) : "success");
 	tap_eq(stats_read_stat(ours_vcpu, "io_exits"), 3,
 	       "the stats fd still reads io_exits 3 after the refusals");
@@ -113,16 +118,21 @@ int main(void)
 
 	close(ours_vm);
 	r = unload(vendor);
-	tap_check(refused(r), "delete_module(%s) still refused while one vCPU stats fd is open (got %s)",
-		  vendor, r ? strerror(-r) : "success");
+	tap_check(
+		refused(r),
+		"delete_module(%s) still refused while one vCPU stats fd is open (got %s)",
+		vendor, r ? strerror(-r) : "success");
 	close(ours_vcpu);
 
 	r = unload_retry(vendor);
-	tap_check(r == 0, "delete_module(%s) succeeds once the fds are closed (got %s)",
+	tap_check(r == 0,
+		  "delete_module(%s) succeeds once the fds are closed (got %s)",
 		  vendor, r ? strerror(-r) : "success");
 	r = unload_retry("kvmstats");
-	tap_check(r == 0, "delete_module(kvmstats) succeeds once the fds are closed (got %s)",
-		  r ? strerror(-r) : "success");
+	tap_check(
+		r == 0,
+		"delete_module(kvmstats) succeeds once the fds are closed (got %s)",
+		r ? strerror(-r) : "success");
 
 	/* Put everything back. */
 	if (!loaded(vendor)) {
@@ -132,8 +142,8 @@ int main(void)
 	}
 	if (!loaded("kvmstats")) {
 		r = load(moddir, "kvmstats.ko");
-		tap_check(r == 0, "finit_module(%s/kvmstats.ko) (got %s)", moddir,
-			  r ? strerror(-r) : "success");
+		tap_check(r == 0, "finit_module(%s/kvmstats.ko) (got %s)",
+			  moddir, r ? strerror(-r) : "success");
 	}
 	for (i = 0; i < 50 && access(KVMSTATS_DEVICE, F_OK); i++)
 		msleep(100);
@@ -147,8 +157,9 @@ int main(void)
 	vm_run_all_to_hlt(vm, GUEST_IO_COUNT, 8);
 	ours_vcpu = kvmstats_get_stats_fd(dev, 0, vm->fd, 0);
 	native = vcpu_get_stats_fd(vm->vcpus[0]);
-	stats_fds_identical(ours_vcpu, native,
-			    "after reloading: a new VM's vCPU file identical to native");
+	stats_fds_identical(
+		ours_vcpu, native,
+		"after reloading: a new VM's vCPU file identical to native");
 	tap_eq(stats_read_stat(ours_vcpu, "io_exits"), 8,
 	       "after reloading: io_exits 8");
 	close(ours_vcpu);

@@ -15,16 +15,30 @@
 #include "tap.h"
 
 static const char *const bad[] = {
-	"WARNING:", "BUG:", "kernel BUG", "Oops", "refcount_t:",
-	"general protection fault", "UBSAN:", "KASAN:", "KFENCE:",
-	"list_add corruption", "list_del corruption", "use-after-free",
-	"Call Trace:", "soft lockup", "hung_task", "blocked for more than",
-	"RCU stall", "rcu_sched self-detected stall", "unreferenced object",
+	"WARNING:",
+	"BUG:",
+	"kernel BUG",
+	"Oops",
+	"refcount_t:",
+	"general protection fault",
+	"UBSAN:",
+	"KASAN:",
+	"KFENCE:",
+	"list_add corruption",
+	"list_del corruption",
+	"use-after-free",
+	"Call Trace:",
+	"soft lockup",
+	"hung_task",
+	"blocked for more than",
+	"RCU stall",
+	"rcu_sched self-detected stall",
+	"unreferenced object",
 };
 
-#define TAINT_BAD_PAGE	(1ul << 5)
-#define TAINT_DIE	(1ul << 7)
-#define TAINT_WARN	(1ul << 9)
+#define TAINT_BAD_PAGE	 (1ul << 5)
+#define TAINT_DIE	 (1ul << 7)
+#define TAINT_WARN	 (1ul << 9)
 #define TAINT_SOFTLOCKUP (1ul << 14)
 
 int main(void)
@@ -44,7 +58,7 @@ int main(void)
 		size_t i;
 
 		if (n < 0 && errno == EPIPE)
-			continue;	/* overwritten records: go on */
+			continue; /* overwritten records: go on */
 		if (n <= 0)
 			break;
 		rec[n] = 0;
@@ -54,7 +68,8 @@ int main(void)
 		for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 			if (strstr(msg, bad[i])) {
 				if (hits++ < 20)
-					tap_diag("kernel: %.*s", (int)strcspn(msg, "\n"), msg);
+					tap_diag("kernel: %.*s",
+						 (int)strcspn(msg, "\n"), msg);
 				break;
 			}
 		}
@@ -63,16 +78,18 @@ int main(void)
 	}
 	close(fd);
 	tap_check(records > 0, "read %lu kernel log records", records);
-	tap_eq(hits, 0, "no WARNING/BUG/Oops/refcount/corruption lines in the kernel log");
+	tap_eq(hits, 0,
+	       "no WARNING/BUG/Oops/refcount/corruption lines in the kernel log");
 
 	f = fopen("/proc/sys/kernel/tainted", "r");
 	if (!f || fscanf(f, "%lu", &taint) != 1) {
 		tap_fail("reading /proc/sys/kernel/tainted");
 	} else {
 		tap_diag("taint mask %lu", taint);
-		tap_check(!(taint & (TAINT_BAD_PAGE | TAINT_DIE | TAINT_WARN |
-				     TAINT_SOFTLOCKUP)),
-			  "kernel not tainted by a warning, oops, bad page or soft lockup");
+		tap_check(
+			!(taint & (TAINT_BAD_PAGE | TAINT_DIE | TAINT_WARN |
+				   TAINT_SOFTLOCKUP)),
+			"kernel not tainted by a warning, oops, bad page or soft lockup");
 	}
 	if (f)
 		fclose(f);
