@@ -754,10 +754,15 @@ int main(void)
 	vcpu_halt_start(hvm->vcpus[0]);
 	for (i = 0; i < 12; i++)
 		vcpu_halt_wake(hvm->vcpus[0]);
-	if (__vcpu_wait_halted(hvm->vcpus[0], 5000))
-		tap_diag(
-			"the irqchip vCPU was not seen asleep before the reads");
-	check_values(hvm, nfd, "irqchip vCPU asleep in HLT", true, true);
+	/*
+	 * Compare only once the vCPU is out of KVM_RUN: asleep in the halt
+	 * wait it is not quiescent (a stray wake-up moves halt_wakeup and
+	 * host_state_reload between the native read and the tool's, seen on
+	 * 6.1).  Its histograms keep their samples.
+	 */
+	vcpu_thread_stop(hvm->vcpus[0]);
+	check_values(hvm, nfd, "irqchip vCPU after halts in the kernel", true,
+		     true);
 	close(nfd);
 	vm_free(hvm);
 
