@@ -254,6 +254,19 @@ uint64_t stats_read_stat(int fd, const char *name)
 	return v;
 }
 
+uint64_t stats_wait_above(int fd, const char *name, uint64_t above,
+			  unsigned int timeout_ms)
+{
+	uint64_t v = stats_read_stat(fd, name);
+	unsigned int waited;
+
+	for (waited = 0; v <= above && waited < timeout_ms; waited += 10) {
+		msleep(10);
+		v = stats_read_stat(fd, name);
+	}
+	return v;
+}
+
 #define FMT_FAIL(...)                  \
 	do {                           \
 		tap_diag(__VA_ARGS__); \

@@ -84,10 +84,8 @@ static void check_growing(int dev)
 	vcpu_thread_wait_running(vcpu);
 
 	a = stats_read_stat(ours, "io_exits");
-	msleep(300);
-	b = stats_read_stat(ours, "io_exits");
-	msleep(300);
-	c = stats_read_stat(ours, "io_exits");
+	b = stats_wait_above(ours, "io_exits", a, 5000);
+	c = stats_wait_above(ours, "io_exits", b, 5000);
 	tap_diag("io_exits while running: %llu, %llu, %llu",
 		 (unsigned long long)a, (unsigned long long)b,
 		 (unsigned long long)c);

@@ -200,8 +200,7 @@ static void check_sigkill(int dev)
 
 	msleep(200);
 	a = stats_read_stat(ours[1], "io_exits");
-	msleep(300);
-	b = stats_read_stat(ours[1], "io_exits");
+	b = stats_wait_above(ours[1], "io_exits", a, 5000);
 	tap_check(b > a, "while the VMM runs: io_exits grows (%llu -> %llu)",
 		  (unsigned long long)a, (unsigned long long)b);
 

@@ -119,14 +119,9 @@ static void reload_while_running(void)
 	if (tap_check(s >= 0, "the reloaded module serves the running VM (%s)",
 		      s < 0 ? strerror(-s) : "ok")) {
 		uint64_t c2;
-		int i;
 
 		b = stats_read_stat(s, "io_exits");
-		/* A loaded TCG host may not run the vCPU for a while: poll. */
-		for (i = 0, c2 = b; i < 100 && c2 <= b; i++) {
-			msleep(50);
-			c2 = stats_read_stat(s, "io_exits");
-		}
+		c2 = stats_wait_above(s, "io_exits", b, 5000);
 		tap_check(
 			c2 > b && b > a,
 			"its io_exits keep growing across the reload (%llu -> %llu -> %llu)",
