@@ -84,7 +84,13 @@ ks_pick_accel()
 		ks_die "KVMSTATS_ACCEL=kvm, but the host has no nested-capable KVM"
 	fi
 	# TCG's "max" CPU emulates AMD SVM, so the guest runs kvm-amd.
-	KS_ACCEL=tcg
+	# One host thread runs both guest vCPUs (thread=single): with QEMU's
+	# multi-threaded TCG, a vCPU sometimes executes the int3 that kernel
+	# text patching (static keys: KVM's, the scheduler's) leaves behind
+	# for an instant, and the guest dies with "Oops: int3" (seen even at
+	# the single flip ksg_pin makes at boot).  KVMSTATS_TCG_THREAD=multi
+	# trades that for speed.
+	KS_ACCEL=tcg,thread=${KVMSTATS_TCG_THREAD:-single}
 	KS_CPU=max
 	KS_VENDOR=kvm_amd
 	if [ "${KVMSTATS_ACCEL:-}" = tcg ]; then
