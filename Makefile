@@ -102,9 +102,9 @@ $(TOOL_STATIC_OUT)/kvmstats: $(TOOL_SRCS) $(TOOL_HDRS) $(LIB_SRCS) $(LIB_HDRS)
 unit: $(UNIT_OUT)/libkvmstats-test
 	$(UNIT_OUT)/libkvmstats-test $(UNIT_OUT)
 
-$(UNIT_OUT)/libkvmstats-test: $(UNIT_SRCS) $(LIB_OUT)/libkvmstats.a src/tool/render.c $(TOOL_HDRS)
+$(UNIT_OUT)/libkvmstats-test: $(UNIT_SRCS) tests/lib/json_check.h $(LIB_OUT)/libkvmstats.a src/tool/render.c $(TOOL_HDRS)
 	@mkdir -p $(@D)
-	$(USER_CC) $(USER_CPPFLAGS) -Isrc/tool $(USER_CFLAGS) -o $@ $(UNIT_SRCS) src/tool/render.c $(LIB_OUT)/libkvmstats.a -lm
+	$(USER_CC) $(USER_CPPFLAGS) -Isrc/tool -Itests/lib $(USER_CFLAGS) -o $@ $(UNIT_SRCS) src/tool/render.c $(LIB_OUT)/libkvmstats.a -lm
 
 # ---------------------------------------------------------------------------
 # Packaging: DKMS, Debian packages, make demo (issue 6); see packaging/packaging.mk.

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "kvmstats_util.h"
+#include "json_check.h"
 
 #define TOOL	"/usr/bin/kvmstats"
 #define OUT_MAX (1 << 20)
@@ -97,83 +98,6 @@ static bool is_hist(const struct kvm_stats_desc *d)
 	uint32_t t = d->flags & KVM_STATS_TYPE_MASK;
 
 	return t == KVM_STATS_TYPE_LOG_HIST || t == KVM_STATS_TYPE_LINEAR_HIST;
-}
-
-/* Minimal JSON validation: one well-formed value and nothing after it. */
-static const char *js_value(const char *s, int depth);
-
-static const char *js_ws(const char *s)
-{
-	while (*s && isspace((unsigned char)*s))
-		s++;
-	return s;
-}
-
-static const char *js_string(const char *s)
-{
-	if (*s++ != '"')
-		return NULL;
-	for (; *s && *s != '"'; s++) {
-		if ((unsigned char)*s < 0x20)
-			return NULL;
-		if (*s == '\\' && !*++s)
-			return NULL;
-	}
-	return *s == '"' ? s + 1 : NULL;
-}
-
-static const char *js_value(const char *s, int depth)
-{
-	s = js_ws(s);
-	if (depth > 16)
-		return NULL;
-	if (*s == '{' || *s == '[') {
-		char close = *s == '{' ? '}' : ']';
-		bool obj = *s == '{';
-
-		s = js_ws(s + 1);
-		if (*s == close)
-			return s + 1;
-		for (;;) {
-			if (obj) {
-				s = js_string(js_ws(s));
-				if (!s)
-					return NULL;
-				s = js_ws(s);
-				if (*s++ != ':')
-					return NULL;
-			}
-			s = js_value(s, depth + 1);
-			if (!s)
-				return NULL;
-			s = js_ws(s);
-			if (*s == ',') {
-				s++;
-				continue;
-			}
-			return *s == close ? s + 1 : NULL;
-		}
-	}
-	if (*s == '"')
-		return js_string(s);
-	if (!strncmp(s, "true", 4) || !strncmp(s, "null", 4))
-		return s + 4;
-	if (!strncmp(s, "false", 5))
-		return s + 5;
-	if (*s == '-' || isdigit((unsigned char)*s)) {
-		char *end;
-
-		strtod(s, &end);
-		return end;
-	}
-	return NULL;
-}
-
-static bool json_valid(const char *s)
-{
-	const char *e = js_value(s, 0);
-
-	return e && *js_ws(e) == '\0';
 }
 
 static void save_artifact(const char *name, const void *data, size_t len)

@@ -24,6 +24,7 @@
 
 #include "libkvmstats.h"
 #include "render.h"
+#include "json_check.h"
 
 static int failures, passes;
 
@@ -221,95 +222,6 @@ static char *render(void (*fn)(FILE *, const struct obj *, size_t,
 	fn(f, o, n, NULL);
 	fclose(f);
 	return buf;
-}
-
-/* A small JSON validator: true if @s is one well-formed JSON value. */
-static const char *js_ws(const char *s)
-{
-	while (*s == ' ' || *s == '\n' || *s == '\t' || *s == '\r')
-		s++;
-	return s;
-}
-
-static const char *js_value(const char *s, int depth);
-
-static const char *js_string(const char *s)
-{
-	if (*s++ != '"')
-		return NULL;
-	while (*s && *s != '"') {
-		if ((unsigned char)*s < 0x20)
-			return NULL;
-		if (*s == '\\') {
-			s++;
-			if (*s == 'u') {
-				for (int i = 1; i <= 4; i++)
-					if (!isxdigit((unsigned char)s[i]))
-						return NULL;
-				s += 4;
-			} else if (!strchr("\"\\/bfnrt", *s)) {
-				return NULL;
-			}
-		}
-		s++;
-	}
-	return *s == '"' ? s + 1 : NULL;
-}
-
-static const char *js_value(const char *s, int depth)
-{
-	s = js_ws(s);
-	if (depth > 32)
-		return NULL;
-	if (*s == '{' || *s == '[') {
-		char close = *s == '{' ? '}' : ']';
-		bool obj = *s == '{';
-
-		s = js_ws(s + 1);
-		if (*s == close)
-			return s + 1;
-		for (;;) {
-			if (obj) {
-				s = js_string(js_ws(s));
-				if (!s)
-					return NULL;
-				s = js_ws(s);
-				if (*s++ != ':')
-					return NULL;
-			}
-			s = js_value(s, depth + 1);
-			if (!s)
-				return NULL;
-			s = js_ws(s);
-			if (*s == ',') {
-				s++;
-				continue;
-			}
-			return *s == close ? s + 1 : NULL;
-		}
-	}
-	if (*s == '"')
-		return js_string(s);
-	if (!strncmp(s, "true", 4))
-		return s + 4;
-	if (!strncmp(s, "false", 5))
-		return s + 5;
-	if (!strncmp(s, "null", 4))
-		return s + 4;
-	if (*s == '-' || (*s >= '0' && *s <= '9')) {
-		char *end;
-
-		strtod(s, &end);
-		return end == s ? NULL : end;
-	}
-	return NULL;
-}
-
-static bool json_valid(const char *s)
-{
-	const char *e = s ? js_value(s, 0) : NULL;
-
-	return e && *js_ws(e) == '\0';
 }
 
 /* ------------------------------------------------- synthetic host sets */
