@@ -742,6 +742,21 @@ struct tool_result {
 
 static struct tool_result tool_export, tool_top, tool_oneshot;
 
+/* One row of the tool-cost table: "<what><how>" and its figure, or why not. */
+static void print_tool_row(const struct tool_result *r, const char *what,
+			   const char *how)
+{
+	char label[64];
+
+	if (!r->have) {
+		printf("  %-34s missing: %s\n", what, r->why);
+		return;
+	}
+	snprintf(label, sizeof(label), "%s%s", what, how);
+	printf("  %-34s %10.0f us (rounds %.0f..%.0f)\n", label, r->us, r->lo,
+	       r->hi);
+}
+
 #define EXPORT_PORT 9477
 
 static pid_t spawn(char *const argv[])
@@ -1428,24 +1443,10 @@ static void print_table(void)
 	       fdvar[0].ms, fdvar[0].lo, fdvar[0].fds, IDLE_FDS, fdvar[1].ms,
 	       fdvar[1].lo, fdvar[1].fds);
 	printf("\nTool CPU time at 64x4 (user+system; per refresh in steady state)\n");
-	if (tool_export.have)
-		printf("  %-34s %10.0f us (rounds %.0f..%.0f)\n",
-		       "kvmstats export --listen, scrape", tool_export.us,
-		       tool_export.lo, tool_export.hi);
-	else
-		printf("  %-34s missing: %s\n", "kvmstats export --listen",
-		       tool_export.why);
-	if (tool_top.have)
-		printf("  %-34s %10.0f us (rounds %.0f..%.0f)\n",
-		       "kvmstats top --batch, refresh", tool_top.us,
-		       tool_top.lo, tool_top.hi);
-	else
-		printf("  %-34s missing: %s\n", "kvmstats top --batch",
-		       tool_top.why);
+	print_tool_row(&tool_export, "kvmstats export --listen", ", scrape");
+	print_tool_row(&tool_top, "kvmstats top --batch", ", refresh");
 	if (tool_oneshot.have)
-		printf("  %-34s %10.0f us (rounds %.0f..%.0f)\n",
-		       "kvmstats export, whole run", tool_oneshot.us,
-		       tool_oneshot.lo, tool_oneshot.hi);
+		print_tool_row(&tool_oneshot, "kvmstats export", ", whole run");
 	printf("\n");
 	fflush(stdout);
 }
