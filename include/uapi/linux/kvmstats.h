@@ -28,6 +28,8 @@
  * KVMSTATS_GET_API_VERSION		_IO(0xBE, 0x00)
  *
  *	Returns KVMSTATS_API_VERSION.  The argument must be 0 (EINVAL).
+ *	Version 2 added KVMSTATS_LIST_PIDFD and KVMSTATS_FD_PIDFD; everything
+ *	of version 1 is unchanged.
  *
  *
  * KVMSTATS_LIST_VMS			_IOWR(0xBE, 0x01, struct kvmstats_vm_list)
@@ -64,23 +66,64 @@
  *
  *	Returns a new stats fd for the VM whose VM file is open as @fd in
  *	process @pid (0: the calling process), or for its vCPU number @vcpu.
+ *	With KVMSTATS_FD_PIDFD in @flags, @pid is instead a pidfd open in the
+ *	calling process (see KVMSTATS_LIST_PIDFD), and the process is the one
+ *	it refers to, whatever its pid has become.
  *	@vcpu is the vCPU index, 0 .. nr_vcpus - 1 in creation order (not the
  *	vcpu_id chosen at KVM_CREATE_VCPU), or -1 for the VM's own statistics.
  *	@fd may be any fd number of that process whose file is a KVM VM file,
  *	including a dup or an fd received from another process.
  *
+ *	No probing: whether an fd of another process is open, and what it is,
+ *	is for those who could ptrace that process to know.  Only a caller
+ *	with CAP_SYS_PTRACE in the target's user namespace is told EINVAL for
+ *	an open fd that is not a VM file; everyone else gets EBADF for both
+ *	"not open" and "not a VM file".
+ *
  *	Errors, checked in this order:
- *	  EINVAL  non-zero @flags or @reserved, or @vcpu < -1;
+ *	  EINVAL  @flags other than KVMSTATS_FD_PIDFD, non-zero @reserved, or
+ *	          @vcpu < -1;
+ *	  EBADF   (KVMSTATS_FD_PIDFD) @pid is not an open fd of the caller;
+ *	  EINVAL  (KVMSTATS_FD_PIDFD) @pid is open but is not a pidfd;
  *	  ESRCH   no process @pid in the caller's pid namespace, @pid is a
  *	          thread id that is not its thread group's id, or the process
- *	          has exited;
- *	  EBADF   @fd is negative or not open in that process;
+ *	          has exited or (pidfd) is not visible in that namespace;
+ *	  EBADF   @fd is negative or not open in that process, or (see No
+ *	          probing) is open but not a KVM VM file;
  *	  EINVAL  @fd is open but is not a KVM VM file (a vCPU fd, /dev/kvm,
- *	          a stats fd, a pipe...);
+ *	          a stats fd, a pipe...), to a caller with CAP_SYS_PTRACE over
+ *	          the process;
  *	  ENOENT  @vcpu >= the VM's number of online vCPUs;
  *	  ENODEV  the module owning the VM file is being unloaded (cannot
  *	          happen while the VM file is open; listed for completeness);
  *	  EMFILE, ENFILE, ENOMEM  as for open(2).
+ *
+ *
+ * KVMSTATS_LIST_PIDFD			_IOWR(0xBE, 0x04, struct kvmstats_pidfd_list)
+ *
+ *	Lists the VMs of one process, the one @pidfd refers to (a pidfd from
+ *	pidfd_open(2) or clone(CLONE_PIDFD), open in the calling process),
+ *	exactly as KVMSTATS_LIST_VMS would list that process's VMs: each VM it
+ *	created once, at its lowest fd for it.  @vms[i].pid is the process's
+ *	pid in the caller's pid namespace.  @nr works as for KVMSTATS_LIST_VMS
+ *	(E2BIG with the count needed).
+ *
+ *	This is how a VM is named without a race: a pid can be reused between
+ *	KVMSTATS_LIST_VMS and any later call, a pidfd cannot.  Take the pids
+ *	from KVMSTATS_LIST_VMS, open a pidfd for each, list that process's VMs
+ *	with this ioctl, and ask KVMSTATS_GET_STATS_FD with
+ *	KVMSTATS_FD_PIDFD: every answer is then about the process the pidfd
+ *	holds.  (A VMM may itself close a VM fd and reuse its number for a new
+ *	VM; the stats file's id string tells the VMs apart.)
+ *
+ *	Errors, checked in this order:
+ *	  EINVAL  non-zero @flags or @reserved;
+ *	  EFAULT;
+ *	  EBADF   @pidfd is not an open fd of the caller;
+ *	  EINVAL  @pidfd is open but is not a pidfd;
+ *	  ESRCH   the process has exited, or is not visible in the caller's
+ *	          pid namespace;
+ *	  E2BIG, ENOMEM, EINTR as for KVMSTATS_LIST_VMS.
  *
  *
  * KVMSTATS_READ_BATCH			_IOWR(0xBE, 0x03, struct kvmstats_read_batch)
@@ -148,7 +191,7 @@
 #include <linux/ioctl.h>
 #include <linux/types.h>
 
-#define KVMSTATS_API_VERSION	1
+#define KVMSTATS_API_VERSION	2
 
 #define KVMSTATS_DEVICE		"/dev/kvmstats"
 
@@ -173,8 +216,19 @@ struct kvmstats_fd_request {
 	__s32 pid;		/* 0: the calling process */
 	__s32 fd;		/* a VM fd number in that process */
 	__s32 vcpu;		/* -1: the VM; else vCPU index 0..nr_vcpus-1 */
-	__u32 flags;		/* must be 0 */
+	__u32 flags;		/* 0 or KVMSTATS_FD_PIDFD */
 	__u64 reserved[2];	/* must be 0 */
+};
+
+/* kvmstats_fd_request.flags: @pid is a pidfd of the caller, not a pid. */
+#define KVMSTATS_FD_PIDFD	(1U << 0)
+
+struct kvmstats_pidfd_list {
+	__s32 pidfd;		/* a pidfd of the calling process */
+	__u32 flags;		/* must be 0 */
+	__u32 nr;		/* in: room in vms[]; out: number of VMs */
+	__u32 reserved;		/* must be 0 */
+	struct kvmstats_vm vms[];
 };
 
 struct kvmstats_read_op {
@@ -199,5 +253,6 @@ struct kvmstats_read_batch {
 #define KVMSTATS_LIST_VMS	_IOWR(KVMSTATS_IO, 0x01, struct kvmstats_vm_list)
 #define KVMSTATS_GET_STATS_FD	_IOW(KVMSTATS_IO, 0x02, struct kvmstats_fd_request)
 #define KVMSTATS_READ_BATCH	_IOWR(KVMSTATS_IO, 0x03, struct kvmstats_read_batch)
+#define KVMSTATS_LIST_PIDFD	_IOWR(KVMSTATS_IO, 0x04, struct kvmstats_pidfd_list)
 
 #endif /* _UAPI_LINUX_KVMSTATS_H */
