@@ -181,6 +181,7 @@ static int kvmstats_iterate_process(struct task_struct *leader,
 		if (mm)
 			break;
 	}
+	*mmp = mm;
 	for_each_thread(leader, t) {
 		task_lock(t);
 		if (t->files) {
@@ -195,7 +196,6 @@ static int kvmstats_iterate_process(struct task_struct *leader,
 		task_unlock(t);
 	}
 	rcu_read_unlock();
-	*mmp = mm;
 	return ret;
 }
 
