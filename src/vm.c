@@ -72,62 +72,6 @@ static DEFINE_MUTEX(kvmstats_vm_lock);
 static DEFINE_HASHTABLE(kvmstats_vms, 8);
 static LIST_HEAD(kvmstats_reap_list);
 
-static void kvmstats_reap(struct work_struct *work);
-static DECLARE_WORK(kvmstats_reap_work, kvmstats_reap);
-
-static struct kvmstats_tracker *kvmstats_vm_find(const struct kvm *kvm)
-{
-	struct kvmstats_tracker *vm;
-
-	lockdep_assert_held(&kvmstats_vm_lock);
-	hash_for_each_possible(kvmstats_vms, vm, node, (unsigned long)kvm)
-		if (vm->ref.kvm == kvm)
-			return vm;
-	return NULL;
-}
-
-/* Give @vm to the reaper, which drops what it holds and frees it. */
-static void kvmstats_vm_reap(struct kvmstats_tracker *vm)
-{
-	lockdep_assert_held(&kvmstats_vm_lock);
-	if (vm->state == KVMSTATS_VM_LIVE)
-		hash_del(&vm->node);
-	vm->state = KVMSTATS_VM_REAPED;
-	list_add_tail(&vm->reap_node, &kvmstats_reap_list);
-	queue_work(system_wq, &kvmstats_reap_work);
-}
-
-/* Serve @sf's data from its own copy from now on. */
-static void kvmstats_freeze_file(struct kvmstats_file *sf)
-{
-	memcpy(sf->frozen, sf->live, sf->layout->data_size);
-	rcu_assign_pointer(sf->data, (const void *)sf->frozen);
-	sf->vm = NULL;
-}
-
-/* The creator's address space is going: freeze every file of the VM. */
-static void kvmstats_mn_release(struct mmu_notifier *mn, struct mm_struct *mm)
-{
-	struct kvmstats_tracker *vm = container_of(mn, struct kvmstats_tracker, mn);
-	struct kvmstats_file *sf, *tmp;
-
-	mutex_lock(&kvmstats_vm_lock);
-	vm->released = true;
-	if (vm->state == KVMSTATS_VM_LIVE) {
-		list_for_each_entry_safe(sf, tmp, &vm->files, vm_node) {
-			list_del(&sf->vm_node);
-			kvmstats_freeze_file(sf);
-		}
-		kvmstats_vm_reap(vm);
-		pr_debug("froze the statistics of %s\n", vm->ref.kvm->stats_id);
-	}
-	mutex_unlock(&kvmstats_vm_lock);
-}
-
-static const struct mmu_notifier_ops kvmstats_mn_ops = {
-	.release = kvmstats_mn_release,
-};
-
 static void kvmstats_reap(struct work_struct *work)
 {
 	struct kvmstats_tracker *vm, *tmp;
@@ -142,13 +86,21 @@ static void kvmstats_reap(struct work_struct *work)
 	/* Readers that loaded a live pointer before a freeze are done. */
 	synchronize_srcu(&kvmstats_srcu);
 
+	/*
+	 * The VM references go first, all of them: unregistering a notifier
+	 * waits for a grace period of the mm code's own, and after many VMMs
+	 * died at once that wait must not keep their VMs alive.
+	 */
+	list_for_each_entry(vm, &list, reap_node) {
+		if (vm->ref.kvm) {
+			kvmstats_vm_ref_put(&vm->ref);
+			vm->ref.kvm = NULL;
+			atomic_dec(&kvmstats_live_vms);
+		}
+	}
 	list_for_each_entry_safe(vm, tmp, &list, reap_node) {
 		if (vm->registered)
 			mmu_notifier_unregister(&vm->mn, vm->mn.mm);
-		if (vm->ref.kvm) {
-			kvmstats_vm_ref_put(&vm->ref);
-			atomic_dec(&kvmstats_live_vms);
-		}
 		kfree(vm);
 	}
 }
