@@ -72,6 +72,62 @@ static DEFINE_MUTEX(kvmstats_vm_lock);
 static DEFINE_HASHTABLE(kvmstats_vms, 8);
 static LIST_HEAD(kvmstats_reap_list);
 
+static void kvmstats_reap(struct work_struct *work);
+static DECLARE_WORK(kvmstats_reap_work, kvmstats_reap);
+
+static struct kvmstats_tracker *kvmstats_vm_find(const struct kvm *kvm)
+{
+	struct kvmstats_tracker *vm;
+
+	lockdep_assert_held(&kvmstats_vm_lock);
+	hash_for_each_possible(kvmstats_vms, vm, node, (unsigned long)kvm)
+		if (vm->ref.kvm == kvm)
+			return vm;
+	return NULL;
+}
+
+/* Give @vm to the reaper, which drops what it holds and frees it. */
+static void kvmstats_vm_reap(struct kvmstats_tracker *vm)
+{
+	lockdep_assert_held(&kvmstats_vm_lock);
+	if (vm->state == KVMSTATS_VM_LIVE)
+		hash_del(&vm->node);
+	vm->state = KVMSTATS_VM_REAPED;
+	list_add_tail(&vm->reap_node, &kvmstats_reap_list);
+	queue_work(system_wq, &kvmstats_reap_work);
+}
+
+/* Serve @sf's data from its own copy from now on. */
+static void kvmstats_freeze_file(struct kvmstats_file *sf)
+{
+	memcpy(sf->frozen, sf->live, sf->layout->data_size);
+	rcu_assign_pointer(sf->data, (const void *)sf->frozen);
+	sf->vm = NULL;
+}
+
+/* The creator's address space is going: freeze every file of the VM. */
+static void kvmstats_mn_release(struct mmu_notifier *mn, struct mm_struct *mm)
+{
+	struct kvmstats_tracker *vm = container_of(mn, struct kvmstats_tracker, mn);
+	struct kvmstats_file *sf, *tmp;
+
+	mutex_lock(&kvmstats_vm_lock);
+	vm->released = true;
+	if (vm->state == KVMSTATS_VM_LIVE) {
+		list_for_each_entry_safe(sf, tmp, &vm->files, vm_node) {
+			list_del(&sf->vm_node);
+			kvmstats_freeze_file(sf);
+		}
+		kvmstats_vm_reap(vm);
+		pr_debug("froze the statistics of %s\n", vm->ref.kvm->stats_id);
+	}
+	mutex_unlock(&kvmstats_vm_lock);
+}
+
+static const struct mmu_notifier_ops kvmstats_mn_ops = {
+	.release = kvmstats_mn_release,
+};
+
 static void kvmstats_reap(struct work_struct *work)
 {
 	struct kvmstats_tracker *vm, *tmp;
