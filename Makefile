@@ -115,7 +115,14 @@ $(ABI_OUT)/$(LIB_SONAME): $(LIB_SRCS) $(LIB_HDRS) $(LIB_MAP) VERSION
 
 abi-check: $(ABI_OUT)/$(LIB_SONAME)
 	@command -v abidiff > /dev/null || { echo "kvmstats: abi-check needs abidiff (apt-get install abigail-tools)" >&2; exit 1; }
-	@rc=0; abidiff --headers-dir2 include --no-added-syms $(ABI_BASELINE) $< || rc=$$?; \
+	@missing=$$(grep -oE '\bkvmstats_[a-z0-9_]+\((const |struct |enum |unsigned |int|void|pid_t|uint64_t|size_t|double)' \
+			include/libkvmstats.h | sed 's/(.*//' | sort -u | \
+		while read -r f; do nm -D --defined-only $< | grep -q " $$f@@LIBKVMSTATS_" || echo $$f; done); \
+	if [ -n "$$missing" ]; then \
+		echo "kvmstats: declared in libkvmstats.h but not exported with a version (add to $(LIB_MAP)):" $$missing >&2; \
+		exit 1; \
+	fi
+	@rc=0; abidiff --headers-dir2 include $(ABI_BASELINE) $< || rc=$$?; \
 	if [ $$rc -ne 0 ]; then \
 		echo "kvmstats: the ABI of $(LIB_SONAME) differs from $(ABI_BASELINE) (abidiff status $$rc)" >&2; \
 		echo "kvmstats: an incompatible change needs a new soname; a compatible one a new baseline (make abi-baseline)" >&2; \
