@@ -462,8 +462,12 @@ int cmd_export(int argc, char **argv)
 		source_fini(&src);
 		return exit_for(err);
 	}
-	if (!listen_at)
-		return export_once(&sc, &src);
+	if (!listen_at) {
+		rc = export_once(&sc, &src);
+		if (filter)
+			regfree(filter);
+		return rc;
+	}
 
 	signal(SIGPIPE, SIG_IGN);
 	sigaction(SIGINT, &sa, NULL);
@@ -493,5 +497,7 @@ int cmd_export(int argc, char **argv)
 	close(lfd);
 	scrape_fini(&sc);
 	source_fini(&src);
+	if (filter)
+		regfree(filter);
 	return rc;
 }

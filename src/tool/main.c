@@ -421,7 +421,8 @@ static int cmd_schema(int argc, char **argv)
 	n = select_vms(&src, optind < argc ? argv[optind] : NULL, &vms);
 	if (n == 0) {
 		errmsg("no VM on this host to read the descriptors from");
-		return EXIT_NOVM;
+		rc = EXIT_NOVM;
+		goto out;
 	}
 	err = source_vmref(&src, vms[0].pid, vms[0].fd, &ref);
 	if (!err && want_vm)
@@ -475,6 +476,8 @@ out:
 	kvmstats_vmref_free(ref);
 	free(vms);
 	source_fini(&src);
+	if (filter)
+		regfree(filter);
 	return rc;
 }
 
@@ -653,6 +656,8 @@ static int cmd_show(int argc, char **argv)
 		fputs(nobj ? "\n]\n" : "]\n", stdout);
 	free(vms);
 	source_fini(&src);
+	if (filter)
+		regfree(filter);
 	if (fflush(stdout)) {
 		errmsg("show: writing the output: %s", strerror(errno));
 		return EXIT_FAIL;
