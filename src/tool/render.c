@@ -645,7 +645,10 @@ static int stat_index(const struct kvmstats_file *file, const char *name,
  * (likewise _fail_, and halt_wait_ns/halt_wait_hist with cur - poll_end).
  * No other histogram has such a counter, so only these get a _sum.  The
  * two are read in one pread but not atomically: a scrape can see the sum
- * one observation ahead of the buckets.
+ * one observation ahead of the buckets.  One thing can part them: root
+ * writing 0 to the counter's debugfs file (kvm_stat_data_clear) zeroes
+ * the counter, and the same on the histogram's file zeroes only its
+ * bucket 0; either is a counter reset Prometheus sees on that series.
  */
 static const struct {
 	const char *hist, *sum;
