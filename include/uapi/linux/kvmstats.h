@@ -203,7 +203,6 @@
  *	else holds it.  Reads keep working and the values stay frozen.  While
  *	any stats fd is open, kvmstats itself cannot be unloaded.
  */
- */
 #ifndef _UAPI_LINUX_KVMSTATS_H
 #define _UAPI_LINUX_KVMSTATS_H
 
