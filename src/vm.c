@@ -142,13 +142,21 @@ static void kvmstats_reap(struct work_struct *work)
 	/* Readers that loaded a live pointer before a freeze are done. */
 	synchronize_srcu(&kvmstats_srcu);
 
+	/*
+	 * The VM references go first, all of them: unregistering a notifier
+	 * waits for a grace period of the mm code's own, and after many VMMs
+	 * died at once that wait must not keep their VMs alive.
+	 */
+	list_for_each_entry(vm, &list, reap_node) {
+		if (vm->ref.kvm) {
+			kvmstats_vm_ref_put(&vm->ref);
+			vm->ref.kvm = NULL;
+			atomic_dec(&kvmstats_live_vms);
+		}
+	}
 	list_for_each_entry_safe(vm, tmp, &list, reap_node) {
 		if (vm->registered)
 			mmu_notifier_unregister(&vm->mn, vm->mn.mm);
-		if (vm->ref.kvm) {
-			kvmstats_vm_ref_put(&vm->ref);
-			atomic_dec(&kvmstats_live_vms);
-		}
 		kfree(vm);
 	}
 }

@@ -4,13 +4,16 @@
  * fds at once; per-op errors (-EBADF, -EINVAL for native stats fds, other
  * files, flags and offsets, -EFAULT for bad buffers) leave the other ops
  * alone; the batch fails as a whole only for its own fields, an
- * unreadable op array or an unwritable result.
+ * unreadable op array or an unwritable result.  Like pread, an op that
+ * reads bytes is an access event for inotify (the same fsnotify hook), and
+ * an op that fails is not.
  */
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/inotify.h>
 #include <sys/mman.h>
 
 #include "kvmstats_util.h"
@@ -24,6 +27,58 @@ static int dev;
 static int batch(struct kvmstats_read_op *ops, uint32_t nr)
 {
 	return __kvmstats_read_batch(dev, ops, nr);
+}
+
+/* IN_ACCESS events waiting on @ino, read and counted. */
+static int access_events(int ino)
+{
+	char buf[4096] __attribute__((aligned(8)));
+	int n = 0;
+	ssize_t len;
+	char *p;
+
+	while ((len = read(ino, buf, sizeof(buf))) > 0)
+		for (p = buf; p < buf + len;
+		     p += sizeof(struct inotify_event) +
+			  ((struct inotify_event *)p)->len)
+			n += !!(((struct inotify_event *)p)->mask & IN_ACCESS);
+	return n;
+}
+
+/* READ_BATCH tells inotify what pread tells it. */
+static void check_fsnotify(int fd)
+{
+	char path[64], buf[64];
+	struct kvmstats_read_op op = { .fd = fd, .len = sizeof(buf) };
+	int ino, by_pread, by_batch, by_fault;
+
+	ino = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	if (ino < 0 || inotify_add_watch(ino, path, IN_ACCESS) < 0) {
+		tap_check(0, "inotify watch on a stats fd: %s", strerror(errno));
+		return;
+	}
+	access_events(ino);
+	if (pread(fd, buf, sizeof(buf), 0) != sizeof(buf))
+		tap_diag("pread: %s", strerror(errno));
+	by_pread = access_events(ino);
+
+	op.buf = (uint64_t)(uintptr_t)buf;
+	batch(&op, 1);
+	by_batch = access_events(ino);
+	tap_check(op.result == sizeof(buf) && by_batch == by_pread,
+		  "READ_BATCH makes the access events pread makes (%d, pread %d)",
+		  by_batch, by_pread);
+	if (!by_pread)
+		tap_diag("this kernel reports no access event for a pread of an anonymous inode");
+
+	op.buf = (uint64_t)(uintptr_t)bad_address();
+	batch(&op, 1);
+	by_fault = access_events(ino);
+	tap_check(op.result == -EFAULT && by_fault == 0,
+		  "a READ_BATCH op that faults makes no access event (%d, result %d)",
+		  by_fault, op.result);
+	close(ino);
 }
 
 int main(void)
@@ -262,6 +317,7 @@ int main(void)
 		KVMSTATS_BATCH_MAX);
 	free(many);
 
+	check_fsnotify(fds[0]);
 	close(native);
 	close(pipefd[0]);
 	close(pipefd[1]);
