@@ -204,57 +204,67 @@ static void stats_fd_id(int fd, char *id, size_t len)
 	id[len - 1] = 0;
 }
 
+/* The id of the VM at fd @fd of the process @pidfd holds, or "". */
+static void vm_id_by_pidfd(int pidfd, int fd, char *id, size_t len)
+{
+	int s = __kvmstats_get_stats_fd_pidfd(dev, pidfd, fd, -1);
+
+	stats_fd_id(s, id, len);
+	if (s >= 0)
+		close(s);
+}
+
 /* In a new pid namespace, as its init: force pid reuse. */
 static int pid_reuse_ns_init(void)
 {
-	char want_a[64], want_b[64], got[64];
-	pid_t a, b, tid_a, tid_b;
-	int pfd, fd, ret = 0;
+	char id_a[64], id_b[64], got[64];
+	pid_t a, b, tid;
+	int pfd_a, pfd_b, fd;
 	char num[16];
 
-	a = start_reuse_vmm(100, &tid_a);
+	a = start_reuse_vmm(100, &tid);
 	if (a < 0)
 		return 10;
-	pfd = pidfd_open_or_fail(a);
-	snprintf(want_a, sizeof(want_a), "kvm-%d", (int)tid_a);
-	fd = __kvmstats_get_stats_fd_pidfd(dev, pfd, 100, -1);
-	stats_fd_id(fd, got, sizeof(got));
-	tap_check(!strcmp(got, want_a), "ns: by pidfd, VMM A's VM (%s, got %s)",
-		  want_a, got);
-	if (fd >= 0)
-		close(fd);
+	pfd_a = pidfd_open_or_fail(a);
+	vm_id_by_pidfd(pfd_a, 100, id_a, sizeof(id_a));
+	tap_check(!strncmp(id_a, "kvm-", 4), "ns: VMM A's VM by its pidfd (%s)",
+		  id_a);
 
 	kill(a, SIGKILL);
 	waitpid(a, NULL, 0);
 	snprintf(num, sizeof(num), "%d", (int)a - 1);
 	if (write_file("/proc/sys/kernel/ns_last_pid", num))
 		return 11;
-	b = start_reuse_vmm(100, &tid_b);
+	b = start_reuse_vmm(100, &tid);
 	tap_check(b == a, "ns: VMM B got VMM A's pid %d (got %d)", (int)a,
 		  (int)b);
-	snprintf(want_b, sizeof(want_b), "kvm-%d", (int)tid_b);
+	pfd_b = pidfd_open_or_fail(b);
+	vm_id_by_pidfd(pfd_b, 100, id_b, sizeof(id_b));
+	tap_check(!strncmp(id_b, "kvm-", 4) && strcmp(id_a, id_b),
+		  "ns: VMM B's VM is another VM (%s, A's was %s)", id_b, id_a);
 
 	fd = __kvmstats_get_stats_fd(dev, a, 100, -1);
 	stats_fd_id(fd, got, sizeof(got));
-	tap_check(!strcmp(got, want_b),
+	tap_check(!strcmp(got, id_b),
 		  "ns: by the reused pid %d, VMM B's VM (%s, got %s): a pid names whoever has it now",
-		  (int)a, want_b, got);
+		  (int)a, id_b, got);
 	if (fd >= 0)
 		close(fd);
-	fd = __kvmstats_get_stats_fd_pidfd(dev, pfd, 100, -1);
+	fd = __kvmstats_get_stats_fd_pidfd(dev, pfd_a, 100, -1);
 	tap_check(fd == -ESRCH,
 		  "ns: by VMM A's pidfd after the reuse: ESRCH, never B's VM (got %d)",
 		  fd);
 	if (fd >= 0)
 		close(fd);
-	fd = __kvmstats_get_stats_fd_pidfd(dev, pfd, 100, 0);
+	fd = __kvmstats_get_stats_fd_pidfd(dev, pfd_a, 100, 0);
 	tap_check(fd == -ESRCH, "ns: vCPU 0 by A's pidfd: ESRCH (got %d)", fd);
 	if (fd >= 0)
 		close(fd);
 	kill(b, SIGKILL);
 	waitpid(b, NULL, 0);
-	close(pfd);
-	return ret;
+	close(pfd_a);
+	close(pfd_b);
+	return 0;
 }
 
 static void check_pid_reuse(void)

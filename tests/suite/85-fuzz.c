@@ -600,6 +600,10 @@ static void act_list_pidfd(void)
 		break;
 	default:
 		l->pidfd = pick_fd();
+		if (l->pidfd == self_pidfd)
+			pid = self_pid;
+		else if (l->pidfd == child_pidfd)
+			pid = child.info.pid;
 		break;
 	}
 	if (rng_chance(&rng, 10))
