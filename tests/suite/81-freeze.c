@@ -22,6 +22,8 @@
  *    a child it forked exits, after a vfork()ed child execs and exits, and
  *    after its main thread exits with the vCPU thread still running (a
  *    new fd can then still be taken); SIGKILL then freezes it.
+ *  - A clone(CLONE_VM) sibling process keeps running the VM after the
+ *    VMM process is SIGKILLed: not frozen until the sibling dies too.
  *  - A VMM that execs (new address space, same process) is frozen.
  *  - Two VMs of one VMM, the second created after our fds for the first
  *    exist, each freeze with their own values.
@@ -36,6 +38,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sched.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -197,6 +201,7 @@ enum {
 	FZ_VFORK_EXEC = 'v',  /* vfork a child that execs and exits */
 	FZ_LEADER_EXIT = 'l', /* ack, then the main thread exits alone */
 	FZ_EXEC = 'e',	      /* ack, then exec (--idle): new address space */
+	FZ_CLONE_VM = 'c', /* a: VM index: a clone(CLONE_VM) runs its vCPU 0 */
 };
 
 struct fz_cmd {
@@ -259,6 +264,36 @@ static void fz_child_io_loop(struct vm *vm)
 		vcpu_thread_wait_running(vm->vcpus[i]);
 }
 
+/*
+ * A process of its own (not a thread) sharing the VMM's address space:
+ * KVM accepts its KVM_RUN (same kvm->mm).  It shares the VMM's TLS too,
+ * so it makes raw system calls only.
+ */
+static int fz_sibling_run(void *arg)
+{
+	int fd = *(int *)arg;
+
+	for (;;)
+		syscall(SYS_ioctl, fd, KVM_RUN, 0);
+	return 0;
+}
+
+static int fz_child_clone_vm(struct vm *vm)
+{
+	static int vcpu_fd;
+	size_t size = 64 * 1024;
+	void *stack;
+
+	vcpu_load_prog(vm->vcpus[0], GUEST_IO_LOOP, 0);
+	vcpu_fd = vm->vcpus[0]->fd;
+	stack = mmap(NULL, size, PROT_READ | PROT_WRITE,
+		     MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+	if (stack == MAP_FAILED)
+		return -1;
+	return clone(fz_sibling_run, (char *)stack + size, CLONE_VM | SIGCHLD,
+		     &vcpu_fd);
+}
+
 static int fz_child_wait(pid_t pid)
 {
 	int status;
@@ -316,6 +351,9 @@ static void __attribute__((noreturn)) fz_child(int sock)
 				_exit(3);
 			syscall(SYS_exit, 0); /* this thread only */
 			_exit(5);
+		case FZ_CLONE_VM:
+			ack = fz_child_clone_vm(vms[cmd.a]);
+			break;
 		case FZ_EXEC:
 			if (write(sock, &ack, sizeof(ack)) != sizeof(ack))
 				_exit(3);
@@ -566,6 +604,57 @@ static void check_never_frozen_alive(void)
 	files_close(&f);
 }
 
+/*
+ * The VM lives as long as its address space has a user: a clone(CLONE_VM)
+ * sibling (a process, not a thread) keeps running it after the VMM
+ * process itself is SIGKILLed; the sibling's death freezes it.
+ */
+static void check_clone_vm_sibling(void)
+{
+	static struct files f;
+	struct fz_vmm v;
+	struct fz_vm *vm;
+	uint64_t x, y;
+	pid_t sib;
+	char s;
+
+	fz_start(&v);
+	vm = fz_new_vm(&v, 2, 3);
+	files_open(&f, v.pid, vm->info.vm_fd, 2);
+	fz_close_copies(vm);
+	sib = fz_cmd(&v, FZ_CLONE_VM, 0, 0);
+	if (sib <= 0)
+		tap_bail("the VMM could not clone(CLONE_VM) a sibling");
+	x = stats_read_stat(f.fd[1], "io_exits");
+	y = stats_wait_above(f.fd[1], "io_exits", x, 5000);
+	tap_check(y > x,
+		  "a clone(CLONE_VM) sibling of the VMM runs its vCPU 0: "
+		  "io_exits grows (%llu -> %llu)",
+		  (unsigned long long)x, (unsigned long long)y);
+	fz_kill(&v);
+	s = proc_state(sib);
+	tap_check(s && s != 'Z',
+		  "the VMM process is SIGKILLed and reaped, "
+		  "its sibling lives on (state %c)",
+		  s ? s : '?');
+	x = stats_read_stat(f.fd[1], "io_exits");
+	y = stats_wait_above(f.fd[1], "io_exits", x, 5000);
+	tap_check(y > x,
+		  "VMM process dead, address space alive: io_exits keeps "
+		  "growing (%llu -> %llu)",
+		  (unsigned long long)x, (unsigned long long)y);
+	tap_eq(kvmstats_live_vms(), base_vms + 1,
+	       "VMM process dead, address space alive: kvmstats still holds "
+	       "the VM");
+	kill(sib, SIGKILL);
+	if (waitpid(sib, NULL, 0) != sib) /* we are the subreaper */
+		tap_bail("waitpid(%d): %s", sib, strerror(errno));
+	check_released(vm->info.creator_tid, 1, "the sibling SIGKILLed too");
+	files_snapshot(&f);
+	files_read_a(&f, FROZEN_RDS, "sibling dead: our fds (frozen)");
+	files_close(&f);
+}
+
 /* A VMM that execs loses its address space: its VM is frozen. */
 static void check_exec(void)
 {
@@ -759,6 +848,8 @@ int main(int argc, char **argv)
 			pause();
 	}
 
+	/* Orphans of our VMMs (a clone(CLONE_VM) sibling) come back to us. */
+	prctl(PR_SET_CHILD_SUBREAPER, 1);
 	kvm_test_init();
 	vendor = rel_vendor();
 	vendor_ko = strcmp(vendor, "kvm_intel") ? "kvm-amd.ko" : "kvm-intel.ko";
@@ -776,6 +867,7 @@ int main(int argc, char **argv)
 
 	check_two_vms();
 	check_never_frozen_alive();
+	check_clone_vm_sibling();
 	check_exec();
 	check_late_fd();
 	check_kill_and_unload();
