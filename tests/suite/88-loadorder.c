@@ -154,8 +154,8 @@ static void exited_vmm_frees(void)
 		stats_read_all(s[i], &before[i], "before the exit");
 	r = rel_unload_module(vendor);
 	tap_check(busy(r) && rel_module_loaded(vendor),
-		  "rmmod %s refused while the VMM lives with its VM (%s)", vendor,
-		  r ? strerror(-r) : "it was unloaded");
+		  "rmmod %s refused while the VMM lives with its VM (%s)",
+		  vendor, r ? strerror(-r) : "it was unloaded");
 	tap_eq(child_vmm_exit(&c), 0, "the VMM exits");
 
 	ref = rel_wait_value(refcnt_arg, vendor, 0, 5000);
