@@ -30,6 +30,8 @@
  *  - A stats fd taken after the VMM died, through a VM fd copy that keeps
  *    the VM alive, is frozen at once: no reference taken, and the VM is
  *    destroyed when the copy is closed.
+ *  - A reader asleep in a page fault on its own buffer (userfaultfd) does
+ *    not hold back the release of a dead VMM's VM.
  */
 #include <fcntl.h>
 #include <poll.h>
@@ -44,6 +46,8 @@
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <linux/userfaultfd.h>
+#include <pthread.h>
 
 #include "freeze_util.h"
 #include "rel_util.h"
@@ -836,6 +840,112 @@ static void check_kill_and_unload(void)
 		  base_vms, v);
 }
 
+/* ---- a reader stalled inside a read ---- */
+
+struct stalled {
+	pthread_t thread;
+	int fd;
+	void *buf;
+	size_t len;
+	ssize_t ret;
+};
+
+static void *stalled_read(void *arg)
+{
+	struct stalled *r = arg;
+
+	r->ret = pread(r->fd, r->buf, r->len, 0);
+	return NULL;
+}
+
+/*
+ * A reader whose buffer faults (here: a userfaultfd page nobody fills)
+ * sleeps inside its read.  That must not hold back the release of a dead
+ * VMM's VM: the VM is another VMM's business, not this reader's.
+ */
+static void check_stalled_reader(void)
+{
+	struct uffdio_api api = { .api = UFFD_API };
+	struct uffdio_register reg = { 0 };
+	struct uffdio_zeropage zero = { 0 };
+	static struct files f;
+	struct stalled r = { 0 };
+	struct uffd_msg msg;
+	struct pollfd pfd;
+	struct child_vmm c;
+	size_t len = 64 * 1024;
+	int uffd, n, got_fault = 0;
+	long v;
+
+	uffd = syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
+	if (uffd < 0 || ioctl(uffd, UFFDIO_API, &api)) {
+		tap_skip("no userfaultfd in this kernel",
+			 "a reader stalled in a page fault does not hold back "
+			 "a dead VMM's VM");
+		if (uffd >= 0)
+			close(uffd);
+		return;
+	}
+	r.buf = mmap(NULL, len, PROT_READ | PROT_WRITE,
+		     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (r.buf == MAP_FAILED)
+		tap_bail("mmap: %s", strerror(errno));
+	reg.range.start = (uintptr_t)r.buf;
+	reg.range.len = len;
+	reg.mode = UFFDIO_REGISTER_MODE_MISSING;
+	if (ioctl(uffd, UFFDIO_REGISTER, &reg))
+		tap_bail("UFFDIO_REGISTER: %s", strerror(errno));
+
+	child_vmm_start(&c, 1, NULL, 7);
+	files_open(&f, c.info.pid, c.info.vm_fd, 1);
+	files_snapshot(&f);
+	child_vmm_close_fds(&c);
+
+	/* A read of the vCPU file into the untouched buffer: it faults. */
+	r.fd = f.fd[1];
+	r.len = f.a[1].size;
+	pthread_create(&r.thread, NULL, stalled_read, &r);
+	pfd = (struct pollfd){ .fd = uffd, .events = POLLIN };
+	if (poll(&pfd, 1, 10000) == 1 && read(uffd, &msg, sizeof(msg)) > 0 &&
+	    msg.event == UFFD_EVENT_PAGEFAULT)
+		got_fault = 1;
+	tap_check(got_fault, "a pread of a stats fd sleeps in a page fault on "
+			     "its buffer (userfaultfd)");
+
+	child_vmm_kill(&c);
+	n = kvm_uevent_wait(uev, "destroy", c.info.vm_creator_tid, 1,
+			    UEVENT_MS);
+	v = kvmstats_live_vms();
+	tap_check(n == 1 && v == base_vms,
+		  "with that reader asleep, a dead VMM's VM is still released "
+		  "(destroy uevent: %s within %d s, live_vms %ld)",
+		  n ? "yes" : "no", UEVENT_MS / 1000, v);
+
+	/* Wake the reader: its read completes with the file. */
+	zero.range.start = (uintptr_t)r.buf;
+	zero.range.len = len;
+	if (ioctl(uffd, UFFDIO_ZEROPAGE, &zero))
+		tap_diag("UFFDIO_ZEROPAGE: %s", strerror(errno));
+	pthread_join(r.thread, NULL);
+	tap_check(r.ret == (ssize_t)r.len && !memcmp(r.buf, f.a[1].data, r.len),
+		  "the woken reader's pread returns the whole vCPU file as "
+		  "before the death (%zd)",
+		  r.ret);
+	if (n != 1) {
+		n = kvm_uevent_wait(uev, "destroy", c.info.vm_creator_tid, 1,
+				    UEVENT_MS);
+		tap_diag("once the reader woke, the VM was %sreleased",
+			 n == 1 ? "" : "still not ");
+	}
+	v = kvmstats_wait_live_vms(base_vms, SETTLE_MS);
+	tap_check(v == base_vms, "stalled reader: live_vms back to %ld (%ld)",
+		  base_vms, v);
+	files_read_a(&f, 10, "stalled reader: our fds");
+	files_close(&f);
+	munmap(r.buf, len);
+	close(uffd);
+}
+
 int main(int argc, char **argv)
 {
 	long live, settled;
@@ -871,6 +981,7 @@ int main(int argc, char **argv)
 	check_exec();
 	check_late_fd();
 	check_kill_and_unload();
+	check_stalled_reader();
 
 	tap_eq(rel_live_files(), live, "live_files back to %ld at the end",
 	       live);
