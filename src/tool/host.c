@@ -546,7 +546,7 @@ static void left_out_msg(struct host *h)
 int host_refresh(struct host *h)
 {
 	struct kvmstats_vm_info *list;
-	size_t i, j;
+	size_t i, j, k, next = 0;
 	int n, err;
 
 	n = source_list(&h->src, &list);
@@ -557,11 +557,19 @@ int host_refresh(struct host *h)
 	for (j = 0; j < (size_t)n; j++) {
 		struct vmrec *v = NULL;
 
-		for (i = 0; i < h->nvms; i++) {
+		/*
+		 * The list is in (pid, fd) order, and so, but for VMs added
+		 * since, are the VMs we follow: look from the one after the
+		 * last found, so that a refresh takes a step per VM, not one
+		 * per VM and VM followed.
+		 */
+		for (k = 0; k < h->nvms; k++) {
+			i = next + k < h->nvms ? next + k : next + k - h->nvms;
 			if (h->vms[i].state != VM_EXITED &&
 			    h->vms[i].pid == list[j].pid &&
 			    h->vms[i].fd == list[j].fd) {
 				v = &h->vms[i];
+				next = i + 1;
 				break;
 			}
 		}
