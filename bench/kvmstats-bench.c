@@ -1,19 +1,25 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
  * kvmstats-bench: what reading KVM statistics through /dev/kvmstats costs,
- * measured side by side with the alternatives, in one run (issue 5).
+ * measured side by side with the alternatives, in one run (issues 5, 12).
  *
  *   1. per read: pread of a stats fd from /dev/kvmstats against pread of the
- *      native KVM_GET_STATS_FD fd of the same VM or vCPU (this process is
- *      the VMM, so it can have both), interleaved rounds;
- *   2. host sweep at 1, 4, 16 and 64 VMs x 4 vCPUs, the VMs made by forked
- *      child VMMs: kvmstats one pread per fd, kvmstats KVMSTATS_READ_BATCH,
- *      debugfs the way kvm_stat reads it, and the native fds read by their
- *      own VMM (the lower bound);
- *   3. tool cost: CPU time of `kvmstats export` and `kvmstats top --batch`
- *      at 64 x 4, when /usr/bin/kvmstats exists;
- *   4. KVMSTATS_LIST_VMS with the 64 VMs among 100, 1000 and 5000 idle
- *      processes holding IDLE_FDS open fds each.
+ *      native KVM_GET_STATS_FD fd of the same VM or vCPU (a child process
+ *      is the VMM, so it can have both), interleaved rounds;
+ *   2. at 0, 1, 4, 16, 64 and 250 VMs x 4 vCPUs, the VMs made by MAX_VMS
+ *      forked child VMMs that all exist from the start (a VM each, made
+ *      when its level comes), so the number of processes stays fixed:
+ *        - KVMSTATS_LIST_VMS (against the number of VMs);
+ *        - host sweep: kvmstats one pread per fd, kvmstats
+ *          KVMSTATS_READ_BATCH, debugfs the way kvm_stat reads it, and the
+ *          native fds read by their own VMM (the lower bound);
+ *        - tool cost, when /usr/bin/kvmstats exists: CPU time of
+ *          `kvmstats export --listen` per scrape and of `kvmstats top
+ *          --batch` per refresh, and the exporter's resident set;
+ *   3. KVMSTATS_LIST_VMS with the 250 VMs among 100, 1000 and 5000 idle
+ *      processes holding IDLE_FDS open fds each (against processes);
+ *   4. one VMM process holding 1 to 250 VMs: KVMSTATS_LIST_PIDFD of it and
+ *      KVMSTATS_LIST_VMS (against VMs in one process).
  *
  * Output: '# ' diagnostics, a table, and name=value lines.  Benchmarks print
  * figures and never judge them: the exit status only says whether the
@@ -31,6 +37,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <math.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -44,10 +51,12 @@
 #include <netinet/in.h>
 #include <arpa/inet.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -56,7 +65,7 @@
 #include "../include/uapi/linux/kvmstats.h"
 
 #define NR_VCPUS    4 /* per VM in the sweep */
-#define MAX_VMS	    64
+#define MAX_VMS	    250
 #define FDS_PER_VM  (1 + NR_VCPUS)
 #define MAX_FILES   (MAX_VMS * FDS_PER_VM)
 #define STATS_MAX   65536 /* larger than any stats file */
@@ -307,12 +316,13 @@ static struct pair_result pread_pair(const struct sfile *a,
 
 static struct pair_result p_vcpu, p_vm, p_full, p_control;
 
-static void bench_pread(void)
+/* In a child process of its own: see bench_pread(). */
+static void bench_pread_child(struct pair_result *res)
 {
 	struct sfile ours_vm, ours_vcpu;
 	struct vmm m;
-	int i;
 
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	vmm_create(&m, 1);
 	sfile_init(&ours_vm, ours_stats_fd(0, m.vm, -1), "our VM fd");
 	sfile_init(&ours_vcpu, ours_stats_fd(0, m.vm, 0), "our vCPU fd");
@@ -340,19 +350,49 @@ static void bench_pread(void)
 	printf("pread_ratio_vs_native_full=%.3f\n", p_full.ratio);
 	printf("pread_ratio_native_vs_itself=%.3f\n", p_control.ratio);
 	fflush(stdout);
+	res[0] = p_vcpu;
+	res[1] = p_vm;
+	res[2] = p_full;
+	res[3] = p_control;
+	_exit(0);
+}
 
-	close(ours_vm.fd);
-	close(ours_vcpu.fd);
-	for (i = 0; i < 2; i++)
-		close(m.native[i].fd);
-	close(m.vcpu[0]);
-	close(m.vm);
+/*
+ * The VMM has both fds, so it is the one that reads: a child process,
+ * because a process that made a VM keeps the MMU notifier KVM put on its
+ * address space, and LIST_VMS walks the fds of every such process -- this
+ * one will hold 1250 stats fds, which no monitoring agent's walk would see.
+ */
+static void bench_pread(void)
+{
+	struct pair_result *res;
+	int status;
+	pid_t pid;
+
+	res = mmap(NULL, 4 * sizeof(*res), PROT_READ | PROT_WRITE,
+		   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (res == MAP_FAILED)
+		die("mmap: %s", strerror(errno));
+	fflush(stdout);
+	pid = fork();
+	if (pid < 0)
+		die("fork: %s", strerror(errno));
+	if (!pid)
+		bench_pread_child(res);
+	if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
+	    WEXITSTATUS(status))
+		die("the per-read benchmark failed");
+	p_vcpu = res[0];
+	p_vm = res[1];
+	p_full = res[2];
+	p_control = res[3];
+	munmap(res, 4 * sizeof(*res));
 }
 
 /* ------------------------------------------------------------------ */
 /* child VMMs */
 
-enum { CMD_SWEEP = 1, CMD_EXIT };
+enum { CMD_SWEEP = 1, CMD_CREATE, CMD_EXIT };
 
 struct child_cmd {
 	int op;
@@ -373,8 +413,13 @@ struct child {
 };
 
 static struct child kids[MAX_VMS];
-static int nr_kids;
+static int nr_kids; /* children started */
+static int nr_vms;  /* children 0 .. nr_vms - 1 have their VM */
 
+/*
+ * A child VMM: it exists from the start, makes its VM (NR_VCPUS vCPUs)
+ * when told to, and then times sweeps of its own native fds on request.
+ */
 static void child_main(int in, int out)
 {
 	static uint8_t buf[FDS_PER_VM][DATA_BUF] __attribute__((aligned(4096)));
@@ -385,6 +430,12 @@ static void child_main(int in, int out)
 	int i;
 
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	xread(in, &cmd, sizeof(cmd));
+	if (cmd.op != CMD_CREATE)
+		_exit(0);
+	kvmfd = open("/dev/kvm", O_RDWR | O_CLOEXEC);
+	if (kvmfd < 0)
+		die("/dev/kvm: %s", strerror(errno));
 	vmm_create(&m, NR_VCPUS);
 	hello.pid = getpid();
 	hello.vm_fd = m.vm;
@@ -414,10 +465,10 @@ static void child_main(int in, int out)
 
 static int zygote_to, zygote_from;
 
+/* A child VMM, without its VM yet. */
 static void start_child(struct child *c)
 {
-	struct child_hello hello;
-	int p1[2], p2[2], j;
+	int p1[2], p2[2], in, out;
 
 	if (pipe(p1) || pipe(p2))
 		die("pipe: %s", strerror(errno));
@@ -426,23 +477,43 @@ static void start_child(struct child *c)
 	if (c->pid < 0)
 		die("fork: %s", strerror(errno));
 	if (!c->pid) {
-		close(p1[1]);
-		close(p2[0]);
-		/* Only our own pipes: not the other VMMs' nor the zygote's. */
-		for (j = 0; &kids[j] != c; j++) {
-			close(kids[j].to);
-			close(kids[j].from);
-		}
-		close(zygote_to);
-		close(zygote_from);
-		child_main(p1[0], p2[1]);
+		/*
+		 * Only its own pipes: not the other VMMs', the zygote's,
+		 * /dev/kvmstats nor any stats fd (it reopens /dev/kvm).
+		 */
+		in = fcntl(p1[0], F_DUPFD, 3000);
+		out = fcntl(p2[1], F_DUPFD, 3001);
+		if (in < 0 || out < 0)
+			die("F_DUPFD: %s", strerror(errno));
+		syscall(SYS_close_range, 3, 2999, 0);
+		syscall(SYS_close_range, out + 1, ~0u, 0);
+		child_main(in, out);
 	}
 	close(p1[0]);
 	close(p2[1]);
 	c->to = p1[1];
 	c->from = p2[0];
-	xread(c->from, &hello, sizeof(hello));
-	c->vm_fd = hello.vm_fd;
+	c->vm_fd = -1;
+}
+
+/* Children nr_vms .. @k - 1 make their VMs, side by side. */
+static void make_vms(int k)
+{
+	struct child_cmd cmd = { CMD_CREATE, 0 };
+	struct child_hello hello;
+	uint64_t t0 = now_ns();
+	int i;
+
+	if (k <= nr_vms)
+		return;
+	for (i = nr_vms; i < k; i++)
+		xwrite(kids[i].to, &cmd, sizeof(cmd));
+	for (i = nr_vms; i < k; i++) {
+		xread(kids[i].from, &hello, sizeof(hello));
+		kids[i].vm_fd = hello.vm_fd;
+	}
+	printf("# %d more child VMMs made their VMs with %d vCPUs each in %.1f s\n",
+	       k - nr_vms, NR_VCPUS, (now_ns() - t0) / 1e9);
 }
 
 /*
@@ -494,10 +565,11 @@ static struct sfile ours[MAX_FILES]; /* VM then its vCPUs, VM by VM */
 static struct kvmstats_read_op ops[MAX_FILES];
 static uint8_t batch_buf[MAX_FILES][DATA_BUF] __attribute__((aligned(4096)));
 
-static void open_ours(void)
+/* Our stats fds of the VMs of children @from .. @to - 1. */
+static void open_ours(int from, int to)
 {
 	struct kvmstats_vm_list *list;
-	unsigned int i, j, nr = 0;
+	unsigned int i, j, nr = from * FDS_PER_VM;
 	int k;
 
 	list = calloc(1, sizeof(*list) + 1024 * sizeof(list->vms[0]));
@@ -505,7 +577,7 @@ static void open_ours(void)
 	if (ioctl(devfd, KVMSTATS_LIST_VMS, list))
 		die("KVMSTATS_LIST_VMS: %s", strerror(errno));
 	/* Found as an agent finds them: by listing; then in child order. */
-	for (k = 0; k < nr_kids; k++) {
+	for (k = from; k < to; k++) {
 		for (i = 0; i < list->nr; i++)
 			if (list->vms[i].pid == kids[k].pid &&
 			    list->vms[i].fd == kids[k].vm_fd)
@@ -536,15 +608,39 @@ static void sweep_single(int k)
 	read_data_blocks(ours, k * FDS_PER_VM, batch_buf);
 }
 
-static void sweep_batched(int k)
+static void batch_run(struct kvmstats_read_op *o, int nr)
 {
 	struct kvmstats_read_batch b = {
-		.nr = k * FDS_PER_VM,
-		.ops = (uintptr_t)ops,
+		.nr = nr,
+		.ops = (uintptr_t)o,
 	};
 
 	if (ioctl(devfd, KVMSTATS_READ_BATCH, &b))
 		die("KVMSTATS_READ_BATCH: %s", strerror(errno));
+}
+
+static void sweep_batched(int k)
+{
+	batch_run(ops, k * FDS_PER_VM);
+}
+
+/*
+ * Two controls for the growth of a sweep's cost (bench_growth): the same
+ * number of ops, with less memory touched.  ops_files: every file, but
+ * into the FDS_PER_VM buffers of the first VM; ops_same: the first VM's
+ * files over and over, into those same buffers (the code path alone).
+ */
+static struct kvmstats_read_op ops_files[MAX_FILES], ops_same[MAX_FILES];
+
+static void make_controls(void)
+{
+	int i;
+
+	for (i = 0; i < MAX_FILES; i++) {
+		ops_files[i] = ops[i];
+		ops_files[i].buf = ops[i % FDS_PER_VM].buf;
+		ops_same[i] = ops[i % FDS_PER_VM];
+	}
 }
 
 static void check_batched(int k)
@@ -585,7 +681,7 @@ static const char *const method_name[NR_METHODS] = {
 	"native",
 };
 
-static const int sweep_sizes[] = { 1, 4, 16, 64 };
+static const int sweep_sizes[] = { 1, 4, 16, 64, 250 };
 #define NR_SIZES ((int)(sizeof(sweep_sizes) / sizeof(sweep_sizes[0])))
 
 struct sweep_result {
@@ -634,7 +730,8 @@ static double time_method(int m, int k, int n)
 
 static void bench_sweep_size(struct sweep_result *res, int k)
 {
-	int rounds = quick ? 7 : 31, r, m, i;
+	/* A debugfs sweep of 250 VMs takes about a second under TCG. */
+	int rounds = quick ? 7 : k >= 250 ? 11 : k >= 64 ? 21 : 31, r, m, i;
 	double t[NR_METHODS][rounds], sps[rounds], spb[rounds];
 	double rs[rounds], rb[rounds];
 	int n[NR_METHODS];
@@ -704,34 +801,116 @@ static void bench_sweep_size(struct sweep_result *res, int k)
 	fflush(stdout);
 }
 
-static void start_vmms(void)
+/* Children nr_vms .. @k - 1 make their VMs; we find and open them. */
+static void grow_vms(int k)
 {
-	uint64_t t0 = now_ns();
 	int i;
 
-	for (i = 0; i < MAX_VMS; i++)
-		start_child(&kids[i]);
-	nr_kids = MAX_VMS;
-	for (i = 0; i < nr_kids; i++)
+	if (k <= nr_vms)
+		return;
+	make_vms(k);
+	for (i = nr_vms; i < k; i++)
 		list_debugfs(&kids[i]);
-	printf("# started %d child VMMs with %d vCPUs each in %.1f s\n",
-	       nr_kids, NR_VCPUS, (now_ns() - t0) / 1e9);
-	open_ours();
+	open_ours(nr_vms, k);
+	nr_vms = k;
 }
 
-static void bench_sweep(void)
-{
-	int s;
+/*
+ * Growth: the per-vCPU cost of a sweep of the first 1, 16, 64 and 250 VMs,
+ * measured side by side (the sizes rotated within each round, all VMs
+ * existing throughout), so that the ratios between sizes are not those
+ * of two moments of a shared host.
+ */
+static const int growth_sizes[] = { 1, 16, 64, 250 };
+#define NR_GROWTH ((int)(sizeof(growth_sizes) / sizeof(growth_sizes[0])))
 
-	for (s = 0; s < NR_SIZES; s++) {
-		if (quick && sweep_sizes[s] != 16 && sweep_sizes[s] != 64)
-			continue;
-		bench_sweep_size(&sweeps[nr_sweeps++], sweep_sizes[s]);
+struct growth_result {
+	double ns_per_vcpu[NR_GROWTH]; /* median over rounds */
+	double ratio[NR_GROWTH];       /* to the smallest size, per round */
+	double ratio_250_16;	       /* 250 against 16, per round */
+	double lo, hi;		       /* spread of ratio_250_16 */
+};
+
+/*
+ * [0] READ_BATCH, [1] one pread per fd, and the two controls of
+ * make_controls(): [2] READ_BATCH into shared buffers, [3] READ_BATCH of
+ * the same files over and over.
+ */
+enum { G_BATCHED, G_SINGLE, G_FILES, G_SAME, NR_G };
+static const char *const growth_name[NR_G] = {
+	"batched",
+	"single",
+	"batched_shared_buffers",
+	"batched_same_files",
+};
+static struct growth_result growth[NR_G];
+
+/* Median ns of @n sweeps of method @m over @k VMs' worth of files. */
+static double growth_time(int m, int k, int n)
+{
+	double t[n];
+	uint64_t t0;
+	int i;
+
+	if (m == G_BATCHED || m == G_SINGLE)
+		return time_method(m == G_BATCHED ? M_BATCHED : M_SINGLE, k, n);
+	for (i = 0; i < n; i++) {
+		t0 = now_ns();
+		batch_run(m == G_FILES ? ops_files : ops_same, k * FDS_PER_VM);
+		t[i] = now_ns() - t0;
 	}
+	return median(t, n);
+}
+
+static void bench_growth(void)
+{
+	int rounds = quick ? 11 : 41, r, i, j, m, n[NR_GROWTH];
+	double t[NR_GROWTH][rounds], rt[NR_GROWTH][rounds], r16[rounds];
+
+	make_controls();
+	for (m = 0; m < NR_G; m++) {
+		struct growth_result *g = &growth[m];
+
+		for (i = 0; i < NR_GROWTH; i++) {
+			growth_time(m, growth_sizes[i], 1);
+			n[i] = 3e6 / growth_time(m, growth_sizes[i], 1);
+			if (n[i] < 1)
+				n[i] = 1;
+		}
+		for (r = 0; r < rounds; r++) {
+			for (j = 0; j < NR_GROWTH; j++) {
+				i = (j + r) % NR_GROWTH;
+				t[i][r] = growth_time(m, growth_sizes[i],
+						      n[i]) /
+					  (growth_sizes[i] * NR_VCPUS);
+			}
+			for (i = 0; i < NR_GROWTH; i++)
+				rt[i][r] = t[i][r] / t[0][r];
+			r16[r] = t[NR_GROWTH - 1][r] / t[1][r];
+		}
+		for (i = 0; i < NR_GROWTH; i++) {
+			g->ns_per_vcpu[i] = median(t[i], rounds);
+			g->ratio[i] = median(rt[i], rounds);
+			printf("growth_sweep_%s_ns_per_vcpu_%dx%d_tcg=%.1f\n",
+			       growth_name[m], growth_sizes[i], NR_VCPUS,
+			       g->ns_per_vcpu[i]);
+			printf("growth_sweep_%s_ratio_%dx%d=%.3f\n",
+			       growth_name[m], growth_sizes[i], NR_VCPUS,
+			       g->ratio[i]);
+		}
+		g->ratio_250_16 = median(r16, rounds);
+		range(r16, rounds, &g->lo, &g->hi);
+		printf("growth_sweep_%s_per_vcpu_250_vs_16=%.3f\n",
+		       growth_name[m], g->ratio_250_16);
+		printf("# growth, %s: %d rounds; sweeps per measurement %d, %d, %d, %d; 250 vs 16 per round %.3f..%.3f\n",
+		       growth_name[m], rounds, n[0], n[1], n[2], n[3], g->lo,
+		       g->hi);
+	}
+	fflush(stdout);
 }
 
 /* ------------------------------------------------------------------ */
-/* 3. the tool */
+/* the tool */
 
 struct tool_result {
 	bool have;
@@ -740,7 +919,18 @@ struct tool_result {
 	char why[200];
 };
 
-static struct tool_result tool_export, tool_top, tool_oneshot;
+/* The tool at one number of VMs. */
+struct tool_size {
+	int k;
+	struct tool_result export, top, oneshot;
+	double rss_kb, hwm_kb; /* the exporter's, after its scrapes */
+	long bytes;	       /* of a scrape */
+};
+
+static const int tool_sizes[] = { 1, 16, 64, 250 };
+#define NR_TOOL ((int)(sizeof(tool_sizes) / sizeof(tool_sizes[0])))
+static struct tool_size tools[NR_TOOL];
+static int nr_tools;
 
 /* One row of the tool-cost table: "<what><how>" and its figure, or why not. */
 static void print_tool_row(const struct tool_result *r, const char *what,
@@ -844,25 +1034,51 @@ static long scrape_once(void)
 	return total;
 }
 
-/* `kvmstats export --listen` answering @n scrapes: its CPU time, µs. */
-static double export_run(int n, long *bytes)
+/* VmRSS and VmHWM of @pid, kB. */
+static void proc_rss(pid_t pid, double *rss, double *hwm)
+{
+	char path[64], line[256];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", pid);
+	f = fopen(path, "re");
+	*rss = *hwm = 0;
+	while (f && fgets(line, sizeof(line), f)) {
+		sscanf(line, "VmRSS: %lf", rss);
+		sscanf(line, "VmHWM: %lf", hwm);
+	}
+	if (f)
+		fclose(f);
+}
+
+static struct tool_size *cur_tool;
+
+/*
+ * `kvmstats export --listen` answering @n scrapes: its CPU time, µs; its
+ * resident set just before the last scrape goes to cur_tool.
+ */
+static double export_run(int n)
 {
 	char port[32], cnt[16];
 	char *argv[] = { (char *)tool_path, "export", "--listen", port,
 			 "--max-requests",  cnt,      NULL };
 	int i, status;
 	pid_t pid;
+	long bytes;
 
 	snprintf(port, sizeof(port), "127.0.0.1:%d", EXPORT_PORT);
 	snprintf(cnt, sizeof(cnt), "%d", n);
 	pid = spawn(argv);
 	for (i = 0; i < n; i++) {
-		*bytes = scrape_once();
-		if (*bytes <= 0) {
+		if (i == n - 1 && n > 1)
+			proc_rss(pid, &cur_tool->rss_kb, &cur_tool->hwm_kb);
+		bytes = scrape_once();
+		if (bytes <= 0) {
 			kill(pid, SIGKILL);
 			reap_cpu_us(pid, &status);
 			return -1;
 		}
+		cur_tool->bytes = bytes;
 	}
 	return reap_cpu_us(pid, &status);
 }
@@ -885,24 +1101,25 @@ static double top_run(int n)
 	return reap_cpu_us(spawn(argv), &status);
 }
 
-static double oneshot_run(void)
+static double oneshot_run(int n)
 {
 	char *argv[] = { (char *)tool_path, "export", NULL };
 	int status;
 
+	(void)n;
 	return reap_cpu_us(spawn(argv), &status);
 }
 
 /*
  * CPU per refresh in steady state: a run doing 1 + @many refreshes minus a
  * run doing 1 (start-up, listing, opening and parsing every stats file are
- * paid once and cancel out), divided by @many; median of rounds.
+ * paid once and cancel out), divided by @many; median of @rounds rounds.
  */
 static void tool_cost(struct tool_result *res, const char *what,
-		      double (*run)(int n), int many)
+		      double (*run)(int n), int many, int rounds)
 {
-	int rounds = quick ? 3 : 5, r;
 	double d[rounds], one, lots;
+	int r;
 
 	for (r = 0; r < rounds; r++) {
 		one = run(1);
@@ -919,72 +1136,70 @@ static void tool_cost(struct tool_result *res, const char *what,
 	range(d, rounds, &res->lo, &res->hi);
 }
 
-static long export_bytes;
-
-static double export_n(int n)
+/* The tool's CPU time and memory with the first @k VMs up. */
+static void bench_tool(int k)
 {
-	return export_run(n, &export_bytes);
-}
-
-static double oneshot_n(int n)
-{
-	(void)n;
-	return oneshot_run();
-}
-
-static void bench_tool(void)
-{
-	int rounds = quick ? 3 : 5, r;
+	int rounds = quick ? 3 : (k >= 250 ? 3 : 5), r;
+	struct tool_size *t = &tools[nr_tools++];
 	double d[rounds];
 
+	t->k = k;
+	cur_tool = t;
 	if (access(tool_path, X_OK)) {
-		snprintf(tool_export.why, sizeof(tool_export.why),
+		snprintf(t->export.why, sizeof(t->export.why),
 			 "%s is not in the guest (the tool did not build)",
 			 tool_path);
-		strcpy(tool_top.why, tool_export.why);
-		strcpy(tool_oneshot.why, tool_export.why);
+		strcpy(t->top.why, t->export.why);
+		strcpy(t->oneshot.why, t->export.why);
 	} else {
 		loopback_up();
-		tool_cost(&tool_export, "kvmstats export --listen", export_n,
-			  5);
-		tool_cost(&tool_top, "kvmstats top --batch", top_run, 20);
+		/* Enough scrapes to stand out of a start-up's noise. */
+		tool_cost(&t->export, "kvmstats export --listen", export_run,
+			  k <= 1 ? 100 : k <= 16 ? 20 : 5, rounds);
+		tool_cost(&t->top, "kvmstats top --batch", top_run,
+			  k >= 64 ? 5 : 20, rounds);
 		for (r = 0; r < rounds; r++) {
-			d[r] = oneshot_n(0);
+			d[r] = oneshot_run(0);
 			if (d[r] < 0)
 				break;
 		}
 		if (r == rounds) {
-			tool_oneshot.have = true;
-			tool_oneshot.us = median(d, rounds);
-			range(d, rounds, &tool_oneshot.lo, &tool_oneshot.hi);
+			t->oneshot.have = true;
+			t->oneshot.us = median(d, rounds);
+			range(d, rounds, &t->oneshot.lo, &t->oneshot.hi);
 		} else {
-			strcpy(tool_oneshot.why,
+			strcpy(t->oneshot.why,
 			       "`kvmstats export` failed in the guest");
 		}
 	}
-	if (tool_export.have) {
-		printf("# export: %ld bytes per scrape over HTTP\n",
-		       export_bytes);
-		printf("export_cpu_us_per_scrape_64x4=%.0f\n", tool_export.us);
+	if (t->export.have) {
+		printf("# export at %dx%d: %ld bytes per scrape over HTTP\n", k,
+		       NR_VCPUS, t->bytes);
+		printf("export_cpu_us_per_scrape_%dx%d=%.0f\n", k, NR_VCPUS,
+		       t->export.us);
+		printf("export_rss_kb_%dx%d=%.0f\n", k, NR_VCPUS, t->rss_kb);
+		printf("export_hwm_kb_%dx%d=%.0f\n", k, NR_VCPUS, t->hwm_kb);
 	} else {
-		printf("# MISSING export_cpu_us_per_scrape_64x4: %s\n",
-		       tool_export.why);
+		printf("# MISSING export_cpu_us_per_scrape_%dx%d: %s\n", k,
+		       NR_VCPUS, t->export.why);
 	}
-	if (tool_top.have)
-		printf("top_cpu_us_per_refresh_64x4=%.0f\n", tool_top.us);
+	if (t->top.have)
+		printf("top_cpu_us_per_refresh_%dx%d=%.0f\n", k, NR_VCPUS,
+		       t->top.us);
 	else
-		printf("# MISSING top_cpu_us_per_refresh_64x4: %s\n",
-		       tool_top.why);
-	if (tool_oneshot.have)
-		printf("export_oneshot_cpu_us_64x4=%.0f\n", tool_oneshot.us);
+		printf("# MISSING top_cpu_us_per_refresh_%dx%d: %s\n", k,
+		       NR_VCPUS, t->top.why);
+	if (t->oneshot.have)
+		printf("export_oneshot_cpu_us_%dx%d=%.0f\n", k, NR_VCPUS,
+		       t->oneshot.us);
 	else
-		printf("# MISSING export_oneshot_cpu_us_64x4: %s\n",
-		       tool_oneshot.why);
+		printf("# MISSING export_oneshot_cpu_us_%dx%d: %s\n", k,
+		       NR_VCPUS, t->oneshot.why);
 	fflush(stdout);
 }
 
 /* ------------------------------------------------------------------ */
-/* 4. LIST_VMS among idle processes */
+/* LIST_VMS among idle processes */
 
 /*
  * The zygote is forked first, while this process is small, and forks the
@@ -1148,7 +1363,6 @@ static void count_host(long *procs, long *fds)
 	}
 	closedir(d);
 }
-
 struct list_result {
 	int idle;
 	long procs, fds;
@@ -1188,6 +1402,153 @@ static void measure_list(struct list_result *res, int idle)
 	printf("# LIST_VMS: %d idle processes, %ld processes and %ld open fds on the host, %d VMs listed: median %.3f ms of %d (%.3f..%.3f)\n",
 	       idle, res->procs, res->fds, res->vms, res->ms, rounds, res->lo,
 	       res->hi);
+	fflush(stdout);
+}
+
+/*
+ * LIST_VMS against the number of VMs: at each level of the child VMMs,
+ * which all exist from the start (so the processes are the same at every
+ * level; a VMM without its VM yet has no MMU notifier and costs what any
+ * process costs).
+ */
+static const int list_levels[] = { 0, 1, 4, 16, 64, 250 };
+#define NR_LEVELS ((int)(sizeof(list_levels) / sizeof(list_levels[0])))
+static struct list_result vlists[NR_LEVELS];
+static int nr_vlists;
+
+static void measure_list_level(int k)
+{
+	struct list_result *res = &vlists[nr_vlists++];
+
+	if (!vm_list)
+		vm_list = calloc(1, sizeof(*vm_list) +
+					    1024 * sizeof(vm_list->vms[0]));
+	measure_list(res, 0);
+	if (res->vms != k)
+		die("LIST_VMS lists %d VMs, wanted %d", res->vms, k);
+	printf("list_vms_ms_%dvms=%.3f\n", k, res->ms);
+	printf("list_vms_ms_fastest_%dvms=%.3f\n", k, res->lo);
+	printf("list_vms_procs_%dvms=%ld\n", k, res->procs);
+	fflush(stdout);
+}
+
+/*
+ * LIST_VMS and LIST_PIDFD against the number of VMs in one process: a VMM
+ * of its own, holding only /dev/kvm and VM fds (VMs without vCPUs: the
+ * cost of a VM fd in the walk, not of its vCPUs' fds).
+ */
+static const int lone_levels[] = { 1, 16, 64, 250 };
+#define NR_LONE ((int)(sizeof(lone_levels) / sizeof(lone_levels[0])))
+
+struct lone_result {
+	int v;
+	double pidfd_us, pidfd_lo; /* LIST_PIDFD: median, fastest */
+	double list_us, list_lo;   /* LIST_VMS of the whole host */
+};
+
+static struct lone_result lone[NR_LONE];
+static double lone_base_us, lone_base_lo; /* LIST_VMS without it */
+
+static void lone_main(int in, int out)
+{
+	int have = 0, want, kvm;
+
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	kvm = open("/dev/kvm", O_RDWR | O_CLOEXEC);
+	if (kvm < 0)
+		die("/dev/kvm: %s", strerror(errno));
+	for (;;) {
+		xread(in, &want, sizeof(want));
+		for (; have < want; have++)
+			if (ioctl(kvm, KVM_CREATE_VM, 0) < 0)
+				die("KVM_CREATE_VM %d: %s", have,
+				    strerror(errno));
+		xwrite(out, &have, sizeof(have));
+	}
+}
+
+/* Median and fastest of LIST_PIDFD (@pidfd >= 0) or LIST_VMS calls, µs. */
+static void time_listing(int pidfd, int want, double *med, double *lo)
+{
+	int rounds = quick ? 9 : 101, r;
+	struct kvmstats_pidfd_list *pl;
+	double t[rounds], hi;
+	uint64_t t0;
+
+	pl = calloc(1, sizeof(*pl) + 1024 * sizeof(pl->vms[0]));
+	for (r = 0; r < rounds; r++) {
+		if (pidfd >= 0) {
+			memset(pl, 0, sizeof(*pl));
+			pl->pidfd = pidfd;
+			pl->nr = 1024;
+			t0 = now_ns();
+			if (ioctl(devfd, KVMSTATS_LIST_PIDFD, pl))
+				die("KVMSTATS_LIST_PIDFD: %s", strerror(errno));
+			t[r] = (now_ns() - t0) / 1e3;
+			if ((int)pl->nr != want)
+				die("LIST_PIDFD lists %u VMs, wanted %d",
+				    pl->nr, want);
+		} else {
+			t[r] = list_once() * 1e3;
+		}
+	}
+	free(pl);
+	*med = median(t, rounds);
+	range(t, rounds, lo, &hi);
+}
+
+static void bench_lone(void)
+{
+	int p1[2], p2[2], i, have, pidfd;
+	pid_t pid;
+
+	time_listing(-1, 0, &lone_base_us, &lone_base_lo);
+	printf("lone_list_vms_base_us=%.1f\n", lone_base_us);
+	if (pipe(p1) || pipe(p2))
+		die("pipe: %s", strerror(errno));
+	fflush(stdout);
+	pid = fork();
+	if (pid < 0)
+		die("fork: %s", strerror(errno));
+	if (!pid) {
+		int in = fcntl(p1[0], F_DUPFD, 3000);
+		int out = fcntl(p2[1], F_DUPFD, 3001);
+
+		if (in < 0 || out < 0)
+			die("F_DUPFD: %s", strerror(errno));
+		syscall(SYS_close_range, 3, 2999, 0);
+		syscall(SYS_close_range, out + 1, ~0u, 0);
+		lone_main(in, out);
+	}
+	close(p1[0]);
+	close(p2[1]);
+	pidfd = syscall(SYS_pidfd_open, pid, 0);
+	if (pidfd < 0)
+		die("pidfd_open: %s", strerror(errno));
+	for (i = 0; i < NR_LONE; i++) {
+		struct lone_result *l = &lone[i];
+
+		l->v = lone_levels[i];
+		xwrite(p1[1], &l->v, sizeof(l->v));
+		xread(p2[0], &have, sizeof(have));
+		time_listing(pidfd, l->v, &l->pidfd_us, &l->pidfd_lo);
+		time_listing(-1, 0, &l->list_us, &l->list_lo);
+		printf("# one process with %d VMs: LIST_PIDFD median %.1f us (fastest %.1f), LIST_VMS of the host %.1f us (fastest %.1f)\n",
+		       l->v, l->pidfd_us, l->pidfd_lo, l->list_us, l->list_lo);
+		printf("lone_list_pidfd_us_%dvms=%.1f\n", l->v, l->pidfd_us);
+		printf("lone_list_pidfd_ns_per_vm_%dvms=%.1f\n", l->v,
+		       l->pidfd_us * 1e3 / l->v);
+		printf("lone_list_vms_us_%dvms=%.1f\n", l->v, l->list_us);
+	}
+	for (i = 0; i < NR_LONE; i++)
+		printf("lone_list_pidfd_per_vm_ratio_%dvms=%.3f\n", lone[i].v,
+		       (lone[i].pidfd_us / lone[i].v) /
+			       (lone[0].pidfd_us / lone[0].v));
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	close(pidfd);
+	close(p1[1]);
+	close(p2[0]);
 	fflush(stdout);
 }
 
@@ -1328,8 +1689,6 @@ static void bench_list(void)
 	int i, have = 0;
 	uint64_t t0;
 
-	vm_list = calloc(1, sizeof(*vm_list) + 1024 * sizeof(vm_list->vms[0]));
-
 	/*
 	 * Per fd or per process?  1000 idle processes with no fds beyond
 	 * stdin, stdout, stderr and a pipe, then the same processes with
@@ -1365,13 +1724,14 @@ static void bench_list(void)
 		printf("# %d idle processes with %d fds each ready (%.1f s)\n",
 		       have, IDLE_FDS, (now_ns() - t0) / 1e9);
 		measure_list(&lists[nr_lists++], have);
-		printf("list_ms_64vms_%dprocs=%.3f\n", have,
+		printf("list_ms_%dvms_%dprocs=%.3f\n", nr_vms, have,
 		       lists[nr_lists - 1].ms);
-		printf("list_ms_fastest_64vms_%dprocs=%.3f\n", have,
+		printf("list_ms_fastest_%dvms_%dprocs=%.3f\n", nr_vms, have,
 		       lists[nr_lists - 1].lo);
 		if (have == 100)
 			trace_list();
 	}
+	zygote(Z_KILL, 0, 0);
 
 	/* Least squares over the ladder: time against open fds. */
 	n = nr_lists;
@@ -1393,7 +1753,150 @@ static void bench_list(void)
 }
 
 /* ------------------------------------------------------------------ */
-/* the table */
+/* cost growth, and the tables */
+
+static const struct tool_size *tool_at(int k)
+{
+	int i;
+
+	for (i = 0; i < nr_tools; i++)
+		if (tools[i].k == k)
+			return &tools[i];
+	return NULL;
+}
+
+static const struct list_result *vlist_at(int k)
+{
+	int i;
+
+	for (i = 0; i < nr_vlists; i++)
+		if (vlists[i].vms == k)
+			return &vlists[i];
+	return NULL;
+}
+
+/*
+ * One line of the growth table: the cost per unit at each size of
+ * growth_sizes[] (@per[i], NAN: not measured) as a ratio to the smallest
+ * size, and 250 against 16.
+ */
+static void growth_row(const char *label, const double *per)
+{
+	int i;
+
+	printf("  %-40s", label);
+	for (i = 0; i < NR_GROWTH; i++) {
+		if (isnan(per[i]) || isnan(per[0]) || per[0] <= 0)
+			printf(" %8s", "-");
+		else
+			printf(" %8.3f", per[i] / per[0]);
+	}
+	if (isnan(per[3]) || isnan(per[1]) || per[1] <= 0)
+		printf(" %9s\n", "-");
+	else
+		printf(" %9.3f\n", per[3] / per[1]);
+}
+
+#define NR_GROWTH_ROWS 10
+
+/* Per-unit costs at each growth size, into @per (NAN where not measured). */
+static void growth_values(int what, double *per)
+{
+	int i;
+
+	for (i = 0; i < NR_GROWTH; i++) {
+		int k = growth_sizes[i];
+		const struct tool_size *t = tool_at(k);
+		const struct list_result *l = vlist_at(k), *l0 = vlist_at(0);
+
+		per[i] = NAN;
+		switch (what) {
+		case 0: /* READ_BATCH, per vCPU */
+		case 1: /* one pread per fd, per vCPU */
+		case 2: /* READ_BATCH into shared buffers */
+		case 3: /* READ_BATCH of the same files */
+			per[i] = growth[what].ns_per_vcpu[i];
+			break;
+		case 4: /* LIST_VMS per VM, fixed processes */
+			if (l)
+				per[i] = l->ms / k;
+			break;
+		case 5: /* the same, above the host without VMs */
+			if (l && l0)
+				per[i] = (l->ms - l0->ms) / k;
+			break;
+		case 6: /* LIST_PIDFD per VM, one process */
+			per[i] = lone[i].pidfd_us / lone[i].v;
+			break;
+		case 7:
+			if (t && t->export.have)
+				per[i] = t->export.us / (k * NR_VCPUS);
+			break;
+		case 8:
+			if (t && t->export.have)
+				per[i] = t->rss_kb / (k * NR_VCPUS);
+			break;
+		case 9:
+			if (t && t->top.have)
+				per[i] = t->top.us / (k * NR_VCPUS);
+			break;
+		}
+	}
+}
+
+static void print_growth(void)
+{
+	static const char *const rows[] = {
+		"READ_BATCH sweep, per vCPU",
+		"one pread per fd, per vCPU",
+		"  control: READ_BATCH into 5 buffers",
+		"  control: READ_BATCH of 5 files again",
+		"LIST_VMS, per VM (fixed processes)",
+		"  the same, above the host without VMs",
+		"LIST_PIDFD, per VM (all in one process)",
+		"export CPU per scrape, per vCPU (guest)",
+		"export RSS, per vCPU (guest)",
+		"top CPU per refresh, per vCPU (guest)",
+	};
+	double per[NR_GROWTH];
+	unsigned int r;
+
+	printf("\nCost growth: cost per unit as a ratio to the smallest size (1.0 = linear; above 1 bends up)\n");
+	printf("  %-40s %8s %8s %8s %8s %9s\n", "measure", "1x4", "16x4",
+	       "64x4", "250x4", "250 vs 16");
+	for (r = 0; r < sizeof(rows) / sizeof(rows[0]); r++) {
+		growth_values((int)r, per);
+		growth_row(rows[r], per);
+	}
+	printf("  (the sweeps side by side in one set of rounds; the rest level by level)\n");
+}
+
+/* The name=value lines of the growth table (print_growth has the text). */
+static void growth_lines(void)
+{
+	static const char *const keys[] = {
+		"growth_read_batch",	 "growth_pread",
+		"growth_read_batch_shared_buffers", "growth_read_batch_same_files",
+		"growth_list_vms",	 "growth_list_vms_above_empty",
+		"growth_list_pidfd_one_process", "growth_export_cpu_guest",
+		"growth_export_rss_guest", "growth_top_cpu_guest",
+	};
+	double per[NR_GROWTH];
+	unsigned int r;
+	int i;
+
+	for (r = 0; r < sizeof(keys) / sizeof(keys[0]); r++) {
+		growth_values((int)r, per);
+		for (i = 0; i < NR_GROWTH; i++)
+			if (!isnan(per[i]) && !isnan(per[0]) && per[0] > 0)
+				printf("%s_ratio_%dx%d=%.3f\n", keys[r],
+				       growth_sizes[i], NR_VCPUS,
+				       per[i] / per[0]);
+		if (!isnan(per[3]) && !isnan(per[1]) && per[1] > 0)
+			printf("%s_250_vs_16=%.3f\n", keys[r], per[3] / per[1]);
+	}
+	fflush(stdout);
+}
 
 static void print_table(void)
 {
@@ -1429,8 +1932,37 @@ static void print_table(void)
 		       s->ratio_batched);
 	}
 
-	printf("\nKVMSTATS_LIST_VMS (64 VMs; idle processes hold %d fds each)\n",
-	       IDLE_FDS);
+	printf("\nSweep cost per vCPU, sizes side by side (median ns per vCPU; the VM file of each VM included)\n");
+	printf("  %-22s %9s %9s %9s %9s %10s %15s\n", "method", "1x4", "16x4",
+	       "64x4", "250x4", "250 vs 16", "rounds 250/16");
+	for (i = 0; i < NR_G; i++)
+		printf("  %-22s %9.0f %9.0f %9.0f %9.0f %10.3f %7.3f..%-7.3f\n",
+		       i == G_BATCHED ? "READ_BATCH" :
+		       i == G_SINGLE  ? "one pread per fd" :
+		       i == G_FILES   ? "READ_BATCH, 5 buffers" :
+					"READ_BATCH, 5 files",
+		       growth[i].ns_per_vcpu[0], growth[i].ns_per_vcpu[1],
+		       growth[i].ns_per_vcpu[2], growth[i].ns_per_vcpu[3],
+		       growth[i].ratio_250_16, growth[i].lo, growth[i].hi);
+
+	printf("\nKVMSTATS_LIST_VMS against VMs (%d child VMMs exist throughout; median of %d calls)\n",
+	       MAX_VMS, quick ? 9 : 101);
+	printf("  %-6s %8s %9s %10s %10s %12s\n", "VMs", "procs", "open fds",
+	       "median ms", "fastest", "us per VM");
+	for (i = 0; i < nr_vlists; i++) {
+		const struct list_result *l = &vlists[i];
+		int k = l->vms;
+
+		printf("  %-6d %8ld %9ld %10.3f %10.3f", k, l->procs, l->fds,
+		       l->ms, l->lo);
+		if (k)
+			printf(" %12.2f\n", l->ms * 1e3 / k);
+		else
+			printf(" %12s\n", "-");
+	}
+
+	printf("\nKVMSTATS_LIST_VMS against processes (%d VMs; idle processes hold %d fds each)\n",
+	       nr_vms, IDLE_FDS);
 	printf("  %-10s %8s %9s %10s %19s %10s\n", "idle procs", "procs",
 	       "open fds", "median ms", "min..max ms", "ns per fd");
 	for (i = 0; i < nr_lists; i++)
@@ -1442,22 +1974,46 @@ static void print_table(void)
 	       "  the same with %d more fds each: %.3f ms, fastest %.3f (%ld fds)\n",
 	       fdvar[0].ms, fdvar[0].lo, fdvar[0].fds, IDLE_FDS, fdvar[1].ms,
 	       fdvar[1].lo, fdvar[1].fds);
-	printf("\nTool CPU time at 64x4 (user+system; per refresh in steady state)\n");
-	print_tool_row(&tool_export, "kvmstats export --listen", ", scrape");
-	print_tool_row(&tool_top, "kvmstats top --batch", ", refresh");
-	if (tool_oneshot.have)
-		print_tool_row(&tool_oneshot, "kvmstats export", ", whole run");
+
+	printf("\nOne process holding N VMs (no vCPUs): KVMSTATS_LIST_PIDFD of it, and LIST_VMS of the host (us)\n");
+	printf("  %-6s %12s %10s %12s %14s %16s\n", "VMs", "LIST_PIDFD",
+	       "fastest", "ns per VM", "LIST_VMS", "LIST_VMS - base");
+	for (i = 0; i < NR_LONE; i++)
+		printf("  %-6d %12.1f %10.1f %12.1f %14.1f %16.1f\n", lone[i].v,
+		       lone[i].pidfd_us, lone[i].pidfd_lo,
+		       lone[i].pidfd_us * 1e3 / lone[i].v, lone[i].list_us,
+		       lone[i].list_us - lone_base_us);
+
+	printf("\nTool CPU time (user+system; per refresh in steady state) and the exporter's memory\n");
+	for (i = 0; i < nr_tools; i++) {
+		char what[64];
+
+		printf("  at %dx%d:\n", tools[i].k, NR_VCPUS);
+		snprintf(what, sizeof(what), "kvmstats export --listen");
+		print_tool_row(&tools[i].export, what, ", scrape");
+		print_tool_row(&tools[i].top, "kvmstats top --batch",
+			       ", refresh");
+		if (tools[i].oneshot.have)
+			print_tool_row(&tools[i].oneshot, "kvmstats export",
+				       ", whole run");
+		if (tools[i].export.have)
+			printf("  %-34s %10.0f kB (peak %.0f kB; %ld bytes a scrape)\n",
+			       "export --listen resident set", tools[i].rss_kb,
+			       tools[i].hwm_kb, tools[i].bytes);
+	}
+	print_growth();
 	printf("\n");
 	fflush(stdout);
 }
 
-/* Machine-readable copies of the sweep and list tables, for the plot. */
+/* Machine-readable copies of the tables, for the plot. */
 static void write_data(void)
 {
 	const char *dir = getenv("KVMSTATS_ARTIFACTS");
+	double per[NR_GROWTH_ROWS][NR_GROWTH];
 	char path[PATH_MAX];
 	FILE *f;
-	int i;
+	int i, r;
 
 	if (!dir)
 		return;
@@ -1483,7 +2039,43 @@ static void write_data(void)
 				lists[i].lo);
 		fclose(f);
 	}
+	snprintf(path, sizeof(path), "%s/vlist.dat", dir);
+	f = fopen(path, "w");
+	if (f) {
+		fprintf(f, "# vms procs fds median_ms min_ms\n");
+		for (i = 0; i < nr_vlists; i++)
+			fprintf(f, "%d %ld %ld %.4f %.4f\n", vlists[i].vms,
+				vlists[i].procs, vlists[i].fds, vlists[i].ms,
+				vlists[i].lo);
+		fclose(f);
+	}
+	snprintf(path, sizeof(path), "%s/lone.dat", dir);
+	f = fopen(path, "w");
+	if (f) {
+		fprintf(f, "# vms list_pidfd_us list_pidfd_min_us list_vms_us\n");
+		for (i = 0; i < NR_LONE; i++)
+			fprintf(f, "%d %.2f %.2f %.2f\n", lone[i].v,
+				lone[i].pidfd_us, lone[i].pidfd_lo,
+				lone[i].list_us);
+		fclose(f);
+	}
+	/* Ratios to the smallest size, "nan" where not measured. */
+	snprintf(path, sizeof(path), "%s/growth.dat", dir);
+	f = fopen(path, "w");
+	if (f) {
+		for (r = 0; r < NR_GROWTH_ROWS; r++)
+			growth_values(r, per[r]);
+		fprintf(f, "# vcpus read_batch pread read_batch_shared_buffers read_batch_same_files list_vms list_vms_above_empty list_pidfd_one_process export_cpu rss top_cpu\n");
+		for (i = 0; i < NR_GROWTH; i++) {
+			fprintf(f, "%d", growth_sizes[i] * NR_VCPUS);
+			for (r = 0; r < NR_GROWTH_ROWS; r++)
+				fprintf(f, " %.4f", per[r][i] / per[r][0]);
+			fprintf(f, "\n");
+		}
+		fclose(f);
+	}
 }
+
 
 /* Call and return costs depend on these; TCG pays for every extra branch. */
 static void print_mitigations(void)
@@ -1509,10 +2101,21 @@ static void print_mitigations(void)
 	}
 }
 
+static bool is_tool_size(int k)
+{
+	int i;
+
+	for (i = 0; i < NR_TOOL; i++)
+		if (tool_sizes[i] == k)
+			return true;
+	return false;
+}
+
 int main(int argc, char **argv)
 {
 	uint64_t t0 = now_ns();
-	int c;
+	struct rlimit rl;
+	int c, i, k;
 
 	while ((c = getopt(argc, argv, "qlnt:")) != -1) {
 		switch (c) {
@@ -1537,6 +2140,11 @@ int main(int argc, char **argv)
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	signal(SIGPIPE, SIG_IGN);
 	main_pid = getpid();
+	/* 250 VMs are 1250 stats fds, and 500 pipes to their VMMs. */
+	if (!getrlimit(RLIMIT_NOFILE, &rl)) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
 
 	start_zygote();
 	kvmfd = open("/dev/kvm", O_RDWR | O_CLOEXEC);
@@ -1560,21 +2168,42 @@ int main(int argc, char **argv)
 	print_mitigations();
 
 	/*
-	 * The child VMMs come first and stay to the end: KVM flips a static
-	 * key (preempt notifiers) whenever the number of VMs goes 0 -> 1 or
-	 * 1 -> 0, and under multi-threaded TCG that text patching can crash
-	 * the guest (tests/suite/FINDINGS.md).  Part 1's VM then comes and
-	 * goes without a flip.
+	 * Every child VMM first, without a VM: the processes on the host are
+	 * then the same at every level.  KVM flips a static key (preempt
+	 * notifiers) when the number of VMs goes 0 -> 1 or 1 -> 0, which
+	 * under multi-threaded TCG can crash the guest (tests/suite/
+	 * FINDINGS.md): the harness's ksg_pin holds the key, and child 0's VM
+	 * comes first and stays to the end.
 	 */
-	start_vmms();
+	for (i = 0; i < MAX_VMS; i++)
+		start_child(&kids[i]);
+	nr_kids = MAX_VMS;
+	printf("# started %d child VMMs in %.1f s\n", nr_kids,
+	       (now_ns() - t0) / 1e9);
+	vm_list = calloc(1, sizeof(*vm_list) + 1024 * sizeof(vm_list->vms[0]));
+	measure_list_level(0);
+	grow_vms(1);
 	if (!list_only)
 		bench_pread();
-	if (!list_only) {
-		bench_sweep();
-		bench_tool();
+
+	for (i = 1; i < NR_LEVELS; i++) {
+		k = list_levels[i];
+		if (quick && k == 4)
+			continue;
+		grow_vms(k);
+		measure_list_level(k);
+		if (list_only)
+			continue;
+		bench_sweep_size(&sweeps[nr_sweeps++], k);
+		if (is_tool_size(k))
+			bench_tool(k);
 	}
+	if (!list_only)
+		bench_growth();
 	bench_list();
+	bench_lone();
 	print_table();
+	growth_lines();
 	write_data();
 	printf("# total %.0f s\n", (now_ns() - t0) / 1e9);
 	fflush(stdout);
