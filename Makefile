@@ -44,8 +44,12 @@ clean:
 # builds these (it uses Kbuild), and `make module` does not depend on them.
 #
 #   make lib           build/lib/libkvmstats.{so*,a} and libkvmstats.pc
-#   make tool          build/tool/kvmstats (libkvmstats linked in)
-#   make tool-static   build/tool-static/kvmstats (static, for the guest)
+#   make tool          build/tool/kvmstats (libkvmstats linked in; the HTTP
+#                      server needs libmicrohttpd, GnuTLS, libyaml, zlib and
+#                      libcrypt: apt-get install libmicrohttpd-dev
+#                      libgnutls28-dev libyaml-dev zlib1g-dev libcrypt-dev)
+#   make tool-static   build/tool-static/kvmstats (static, without the HTTP
+#                      server: src/tool/static/http.c stands in for it)
 #   make unit          build and run the library/tool unit tests on this host
 # ---------------------------------------------------------------------------
 USER_CC ?= cc
@@ -59,6 +63,10 @@ LIB_SRCS := src/lib/libkvmstats.c
 LIB_HDRS := include/libkvmstats.h include/uapi/linux/kvmstats.h
 TOOL_SRCS := $(wildcard src/tool/*.c)
 TOOL_HDRS := $(wildcard src/tool/*.h)
+# export --listen: http.c and webconfig.c, and the libraries they use.
+TOOL_HTTP_SRCS := src/tool/http.c src/tool/webconfig.c
+TOOL_STATIC_SRCS := $(filter-out $(TOOL_HTTP_SRCS),$(TOOL_SRCS)) src/tool/static/http.c
+HTTP_LIBS ?= -lmicrohttpd -lgnutls -lyaml -lz -lcrypt -pthread
 UNIT_SRCS := $(wildcard tests/unit/*.c)
 
 LIB_OUT := $(BUILD)/lib
@@ -90,13 +98,13 @@ tool: $(TOOL_OUT)/kvmstats
 
 $(TOOL_OUT)/kvmstats: $(TOOL_SRCS) $(TOOL_HDRS) $(LIB_OUT)/libkvmstats.a
 	@mkdir -p $(@D)
-	$(USER_CC) $(USER_CPPFLAGS) $(USER_CFLAGS) -o $@ $(TOOL_SRCS) $(LIB_OUT)/libkvmstats.a -lm
+	$(USER_CC) $(USER_CPPFLAGS) $(USER_CFLAGS) -pthread -o $@ $(TOOL_SRCS) $(LIB_OUT)/libkvmstats.a -lm $(HTTP_LIBS)
 
 tool-static: $(TOOL_STATIC_OUT)/kvmstats
 
-$(TOOL_STATIC_OUT)/kvmstats: $(TOOL_SRCS) $(TOOL_HDRS) $(LIB_SRCS) $(LIB_HDRS)
+$(TOOL_STATIC_OUT)/kvmstats: $(TOOL_STATIC_SRCS) $(TOOL_HDRS) $(LIB_SRCS) $(LIB_HDRS)
 	@mkdir -p $(@D)
-	$(USER_CC) -static $(USER_CPPFLAGS) $(USER_CFLAGS) -o $@ $(TOOL_SRCS) $(LIB_SRCS) -lm
+	$(USER_CC) -static $(USER_CPPFLAGS) $(USER_CFLAGS) -o $@ $(TOOL_STATIC_SRCS) $(LIB_SRCS) -lm
 
 # The unit tests link the library and the tool's rendering code (not main).
 unit: $(UNIT_OUT)/libkvmstats-test

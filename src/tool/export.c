@@ -1,37 +1,18 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
- * kvmstats export: Prometheus text exposition, on stdout or over HTTP.
- *
- * The server is single-threaded and bounded: one client at a time, a
- * request of at most 8 KiB read within a few seconds, a response written
- * with a send timeout, and MSG_NOSIGNAL so a client that hangs up costs
- * an EPIPE, not the process.
+ * kvmstats export: Prometheus text exposition, on stdout or over HTTP(S)
+ * (the server is in http.c).
  */
 #define _GNU_SOURCE
-#include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
-#include <netinet/in.h>
-#include <poll.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/time.h>
 #include <unistd.h>
 
+#include "http.h"
 #include "tool.h"
-
-#define REQ_MAX		  8192
-#define CLIENT_TIMEOUT_MS 5000
-
-static volatile sig_atomic_t stop_sig;
-
-static void on_signal(int sig)
-{
-	stop_sig = sig;
-}
 
 /*
  * What stays between scrapes: the object array and the rendering cache
@@ -98,156 +79,32 @@ static void scrape_fini(void)
 	objs_room = 0;
 }
 
-/* Parse "ADDR:PORT", "[V6]:PORT" or ":PORT" into @ss. */
-static int parse_listen(const char *s, struct sockaddr_storage *ss,
-			socklen_t *len)
+/* http.c's view of scrape(): one complete exposition per call. */
+struct scrape_args {
+	struct host *h;
+	const regex_t *filter;
+};
+
+static int scrape_cb(void *ctx, const char **text, size_t *len)
 {
-	char host[128];
-	const char *colon = strrchr(s, ':');
-	char *end;
-	long port;
+	struct scrape_args *a = ctx;
 
-	if (!colon || (size_t)(colon - s) >= sizeof(host))
-		return -1;
-	port = strtol(colon + 1, &end, 10);
-	if (end == colon + 1 || *end || port < 0 || port > 65535)
-		return -1;
-	memcpy(host, s, (size_t)(colon - s));
-	host[colon - s] = '\0';
-	memset(ss, 0, sizeof(*ss));
-	if (host[0] == '[') {
-		struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)ss;
-		size_t l = strlen(host);
-
-		if (l < 2 || host[l - 1] != ']')
-			return -1;
-		host[l - 1] = '\0';
-		a6->sin6_family = AF_INET6;
-		a6->sin6_port = htons((uint16_t)port);
-		if (inet_pton(AF_INET6, host + 1, &a6->sin6_addr) != 1)
-			return -1;
-		*len = sizeof(*a6);
-	} else {
-		struct sockaddr_in *a4 = (struct sockaddr_in *)ss;
-
-		a4->sin_family = AF_INET;
-		a4->sin_port = htons((uint16_t)port);
-		if (!host[0] || !strcmp(host, "*"))
-			a4->sin_addr.s_addr = htonl(INADDR_ANY);
-		else if (!strcmp(host, "localhost"))
-			a4->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-		else if (inet_pton(AF_INET, host, &a4->sin_addr) != 1)
-			return -1;
-		*len = sizeof(*a4);
-	}
-	return 0;
-}
-
-static void send_all(int fd, const char *buf, size_t len)
-{
-	while (len) {
-		ssize_t r = send(fd, buf, len, MSG_NOSIGNAL);
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return; /* the client went away or stalled: drop it */
-		buf += r;
-		len -= (size_t)r;
-	}
-}
-
-static void respond(int fd, const char *status, const char *type,
-		    const char *body, size_t len)
-{
-	char head[256];
-	int n = snprintf(
-		head, sizeof(head),
-		"HTTP/1.0 %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
-		"Connection: close\r\n\r\n",
-		status, type, len);
-
-	send_all(fd, head, (size_t)n);
-	send_all(fd, body, len);
-}
-
-/* Read the request head (bounded in size and time); 0, or -1 to drop. */
-static int read_request(int fd, char *buf, size_t len)
-{
-	size_t n = 0;
-
-	while (n + 1 < len) {
-		struct pollfd p = { .fd = fd, .events = POLLIN };
-		ssize_t r;
-
-		if (poll(&p, 1, CLIENT_TIMEOUT_MS) <= 0)
-			return -1;
-		r = recv(fd, buf + n, len - 1 - n, 0);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return -1;
-		n += (size_t)r;
-		buf[n] = '\0';
-		if (strstr(buf, "\r\n\r\n") || strstr(buf, "\n\n"))
-			return 0;
-	}
-	return -1;
-}
-
-static void serve_one(int cfd, struct host *h, const regex_t *filter)
-{
-	struct timeval tv = { .tv_sec = CLIENT_TIMEOUT_MS / 1000 };
-	char req[REQ_MAX];
-	const char *body;
-	size_t blen = 0;
-	int err;
-
-	setsockopt(cfd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-	if (read_request(cfd, req, sizeof(req)))
-		return;
-	if (strncmp(req, "GET ", 4) && strncmp(req, "HEAD ", 5)) {
-		respond(cfd, "405 Method Not Allowed", "text/plain",
-			"GET only\n", 9);
-		return;
-	}
-	{
-		char *path = strchr(req, ' ') + 1;
-		size_t plen = strcspn(path, " ?\r\n");
-
-		if (!(plen == 8 && !strncmp(path, "/metrics", 8))) {
-			static const char page[] =
-				"kvmstats exporter: metrics at /metrics\n";
-
-			respond(cfd, plen == 1 ? "200 OK" : "404 Not Found",
-				"text/plain", page, sizeof(page) - 1);
-			return;
-		}
-	}
-	err = scrape(h, filter, &body, &blen);
-	if (err) {
-		char msg[160];
-		int n = snprintf(msg, sizeof(msg), "kvmstats: %s\n",
-				 kvmstats_strerror(err));
-
-		respond(cfd, "500 Internal Server Error", "text/plain", msg,
-			(size_t)n);
-	} else {
-		respond(cfd, "200 OK",
-			"text/plain; version=0.0.4; charset=utf-8", body,
-			!strncmp(req, "HEAD ", 5) ? 0 : blen);
-	}
+	return scrape(a->h, a->filter, text, len);
 }
 
 static void usage_export(FILE *f)
 {
-	fputs("Usage: kvmstats export [-f REGEX] [--listen ADDR:PORT [--max-requests N]]\n"
+	fputs("Usage: kvmstats export [-f REGEX] [--listen ADDR:PORT]... [--web.config.file FILE]\n"
+	      "                       [--web.max-connections N] [--max-requests N]\n"
 	      "Print the statistics of every VM and vCPU in the Prometheus text\n"
 	      "exposition format (for node_exporter's textfile collector), or serve\n"
-	      "them over HTTP at /metrics.\n"
-	      "  -f REGEX             only statistics whose KVM name matches\n"
-	      "  --listen ADDR:PORT   serve HTTP (e.g. 127.0.0.1:9477, :9477, [::1]:9477)\n"
-	      "  --max-requests N     exit after answering N requests\n",
+	      "them over HTTP or HTTPS at /metrics.\n"
+	      "  -f REGEX                  only statistics whose KVM name matches\n"
+	      "  --listen ADDR:PORT        serve (e.g. 127.0.0.1:9477, [::1]:9477, or :9477 for\n"
+	      "                            every address); repeatable; alias --web.listen-address\n"
+	      "  --web.config.file FILE    TLS and basic auth, in exporter-toolkit's format\n"
+	      "  --web.max-connections N   open connections per address (default 512)\n"
+	      "  --max-requests N          exit after N connections have closed\n",
 	      f);
 }
 
@@ -256,113 +113,116 @@ int cmd_export(int argc, char **argv)
 	static const struct option opts[] = {
 		{ "filter", required_argument, NULL, 'f' },
 		{ "listen", required_argument, NULL, 'l' },
+		{ "web.listen-address", required_argument, NULL, 'l' },
+		{ "web.config.file", required_argument, NULL, 'w' },
+		{ "web.max-connections", required_argument, NULL, 'c' },
 		{ "max-requests", required_argument, NULL, 'm' },
 		{ "help", no_argument, NULL, 'h' },
 		{}
 	};
-	struct sigaction sa = { .sa_handler = on_signal };
-	struct sockaddr_storage ss;
-	socklen_t sslen = 0;
-	const char *listen_at = NULL;
+	struct http_opts ho = { .max_connections = 512, .max_requests = -1 };
+	struct scrape_args sa;
 	regex_t re, *filter = NULL;
-	long max_req = -1, served = 0;
 	struct host h;
-	int c, err, devfd, lfd, one = 1, rc = EXIT_OK;
+	int c, err, devfd, rc;
+	long n;
 	char *end;
 
 	while ((c = getopt_long(argc, argv, "f:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'f':
+			if (filter)
+				regfree(filter);
 			if (compile_filter(optarg, &re))
 				return EXIT_USAGE;
 			filter = &re;
 			break;
 		case 'l':
-			listen_at = optarg;
-			if (parse_listen(optarg, &ss, &sslen)) {
-				errmsg("export: bad --listen address '%s' (want ADDR:PORT)",
+			if (ho.nlisten == HTTP_MAX_LISTEN) {
+				errmsg("export: at most %d listen addresses",
+				       HTTP_MAX_LISTEN);
+				goto usage;
+			}
+			if (http_check_listen(optarg)) {
+				errmsg("export: bad --listen address '%s' (want ADDR:PORT, [V6ADDR]:PORT or :PORT)",
 				       optarg);
-				return EXIT_USAGE;
+				goto usage;
 			}
+			ho.listen[ho.nlisten++] = optarg;
 			break;
+		case 'w':
+			ho.web_config = optarg;
+			break;
+		case 'c':
 		case 'm':
-			max_req = strtol(optarg, &end, 10);
-			if (end == optarg || *end || max_req < 1) {
-				errmsg("export: --max-requests wants a positive count");
-				return EXIT_USAGE;
+			errno = 0;
+			n = strtol(optarg, &end, 10);
+			if (end == optarg || *end || errno || n < 1 ||
+			    n > 1000000) {
+				errmsg("export: --%s wants a positive count",
+				       c == 'c' ? "web.max-connections" :
+						  "max-requests");
+				goto usage;
 			}
+			if (c == 'c')
+				ho.max_connections = (unsigned int)n;
+			else
+				ho.max_requests = n;
 			break;
 		case 'h':
 			usage_export(stdout);
 			return EXIT_OK;
 		default:
 			usage_export(stderr);
-			return EXIT_USAGE;
+			goto usage;
 		}
 	}
 	if (optind < argc) {
 		errmsg("export: unexpected argument '%s'", argv[optind]);
-		return EXIT_USAGE;
+		goto usage;
+	}
+	if (!ho.nlisten && (ho.web_config || ho.max_requests > 0)) {
+		errmsg("export: --web.config.file and --max-requests need --listen");
+		goto usage;
 	}
 	/* KVMSTATS_STATS_DIR: a directory of stats files stands for the host. */
 	devfd = host_stats_dir() ? -1 : open_device();
 	err = host_init(&h, devfd);
 	if (err) {
 		errmsg("export: %s", kvmstats_strerror(err));
-		return exit_for(err);
+		rc = exit_for(err);
+		goto out_filter;
 	}
-	if (!listen_at) {
+	if (!ho.nlisten) {
 		const char *text;
 		size_t len;
 
 		err = scrape(&h, filter, &text, &len);
 		if (!err && fwrite(text, 1, len, stdout) != len)
 			err = -errno;
-		scrape_fini();
-		host_fini(&h);
-		if (devfd >= 0)
-			close(devfd);
+		rc = EXIT_OK;
 		if (err) {
 			errmsg("export: %s", kvmstats_strerror(err));
-			return exit_for(err);
-		}
-		if (fflush(stdout)) {
+			rc = exit_for(err);
+		} else if (fflush(stdout)) {
 			errmsg("export: writing the output: %s",
 			       strerror(errno));
-			return EXIT_FAIL;
-		}
-		return EXIT_OK;
-	}
-
-	signal(SIGPIPE, SIG_IGN);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	lfd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (lfd < 0 ||
-	    setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
-	    bind(lfd, (struct sockaddr *)&ss, sslen) || listen(lfd, 16)) {
-		errmsg("export: cannot listen on %s: %s", listen_at,
-		       strerror(errno));
-		return EXIT_LISTEN;
-	}
-	while (!stop_sig && (max_req < 0 || served < max_req)) {
-		int cfd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
-
-		if (cfd < 0) {
-			if (errno == EINTR || errno == ECONNABORTED)
-				continue;
-			errmsg("export: accept: %s", strerror(errno));
 			rc = EXIT_FAIL;
-			break;
 		}
-		serve_one(cfd, &h, filter);
-		close(cfd);
-		served++;
+	} else {
+		sa = (struct scrape_args){ &h, filter };
+		rc = http_serve(&ho, scrape_cb, &sa);
 	}
-	close(lfd);
 	scrape_fini();
 	host_fini(&h);
 	if (devfd >= 0)
 		close(devfd);
+out_filter:
+	if (filter)
+		regfree(filter);
 	return rc;
+usage:
+	if (filter)
+		regfree(filter);
+	return EXIT_USAGE;
 }
