@@ -174,15 +174,22 @@ format:
 #
 #   make bench [BENCH_KERNEL=6.12|6.1|<release>]
 #   make bench-build                build/bench/kvmstats-bench only
+#   make bench-http                 the exporter's HTTP server under hostile
+#                                   clients, beside node_exporter (host only)
 # ---------------------------------------------------------------------------
 BENCH_KERNEL ?= 6.12
 
-.PHONY: bench bench-build
+.PHONY: bench bench-build bench-http
 
 bench:
 	BENCH_KERNEL_SEL=$(BENCH_KERNEL) bench/run $(BENCH_KERNEL)
 
 bench-build: $(BUILD)/bench/kvmstats-bench
+
+# The exporter under silent and slow clients, beside node_exporter, on this
+# host (bench/http-bench): a section of docs/performance.md.
+bench-http:
+	bench/http-bench --docs docs/performance.md
 
 $(BUILD)/bench/kvmstats-bench: bench/kvmstats-bench.c include/uapi/linux/kvmstats.h
 	@mkdir -p $(@D)
