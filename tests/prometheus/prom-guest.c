@@ -153,7 +153,8 @@ int main(void)
 			d = stats_find(&blob, "halt_wait_hist");
 			if (!d)
 				tap_bail("no halt_wait_hist in this kernel");
-			fprintf(f, "\"halt_wait_hist\":{\"exponent\":%d,\"type\":%u,\"bucket_size\":%u,\"buckets\":[",
+			fprintf(f,
+				"\"halt_wait_hist\":{\"exponent\":%d,\"type\":%u,\"bucket_size\":%u,\"buckets\":[",
 				d->exponent, d->flags & KVM_STATS_TYPE_MASK,
 				d->bucket_size);
 			for (b = 0; b < d->size; b++)
@@ -164,9 +165,10 @@ int main(void)
 		} else if (!strcmp(cmd, "quit")) {
 			kill(exporter, SIGTERM);
 			waitpid(exporter, &st, 0);
-			tap_check(WIFEXITED(st) && WEXITSTATUS(st) == 0,
-				  "the exporter exits 0 on SIGTERM (status %#x)",
-				  st);
+			tap_check(
+				WIFEXITED(st) && WEXITSTATUS(st) == 0,
+				"the exporter exits 0 on SIGTERM (status %#x)",
+				st);
 			fprintf(f, "{\"exporter_status\":%d}\n", st);
 			fclose(f);
 			break;
