@@ -2,36 +2,30 @@
 #
 # kvmstats: the module, the library, the tool and the test platform.
 #
-#   make module [KVER=<release>]   build kvmstats.ko -> build/module/<release>/kvmstats.ko
-#   make check  [KERNELS=...]      the test suite, in QEMU, on Debian's 6.1 and 6.12
-#   make lint                      checkpatch, sparse and W=1 on both kernels, format check
+#   make module [KVER=<release>] [KDIR=<dir>]
+#                                  build kvmstats.ko -> build/module/<release>/kvmstats.ko
+#   make check  [KERNELS=...]      the test suite, in QEMU, on every kernel of tests/kernels
+#   make lint                      checkpatch, sparse and W=1 on every kernel, format check
 #
 # Kbuild (next to this file) describes the module; this Makefile is only the
 # front door and is not used by DKMS.
 
 KVER ?= $(shell uname -r)
-KDIR ?= /lib/modules/$(KVER)/build
 BUILD := $(CURDIR)/build
 MODDIR := $(BUILD)/module/$(KVER)
-
-MODULE_SOURCES := Kbuild VERSION $(wildcard src/*.c src/*.h) include/uapi/linux/kvmstats.h
 
 .PHONY: all module module-clean clean
 
 all: module
 
 # Each kernel gets its own copy of the module tree, so builds for several
-# kernels never share objects.
+# kernels never share objects.  Without KDIR, the build happens where
+# KVER's headers are: on this machine for Debian 12's kernels, in a chroot
+# of the kernel's own suite for the others (scripts/kernel), which is
+# fetched or made first if needed.  With KDIR, against that tree here.
+# C= and W= are passed on to Kbuild.
 module:
-	@if [ ! -e "$(KDIR)/Makefile" ]; then \
-		echo "kvmstats: no kernel headers for $(KVER) at $(KDIR)." >&2; \
-		echo "kvmstats: install them with: apt-get install linux-headers-$(KVER)" >&2; \
-		exit 1; \
-	fi
-	@mkdir -p $(MODDIR)
-	@tar -cf - $(MODULE_SOURCES) | tar -xf - -C $(MODDIR)
-	$(MAKE) -C $(KDIR) M=$(MODDIR) modules
-	@echo "kvmstats: built $(MODDIR)/kvmstats.ko"
+	@scripts/build-module $(KVER) $(MODDIR) $(KDIR) -- $(if $(C),C=$(C)) $(if $(W),W=$(W))
 
 module-clean:
 	rm -rf $(MODDIR)

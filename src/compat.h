@@ -9,22 +9,18 @@
 #define _KVMSTATS_COMPAT_H
 
 #include <linux/file.h>
+#include <linux/magic.h>
 #include <linux/kvm_types.h>
 #include <linux/types.h>
 
 /*
- * The supported window is enforced by Kbuild (the 6.1 and 6.12 series) and
- * dkms.conf; what is left to check is the configuration.
+ * What the module cannot do without (x86-64, KVM as a module, binary
+ * stats, CONFIG_KALLSYMS_ALL, MMU notifiers) is refused by Kbuild with the
+ * reason; these only catch a build that bypassed it.
  */
-#if !defined(CONFIG_X86_64)
-#error "kvmstats: only x86-64 hosts are supported"
-#endif
-#if !IS_ENABLED(CONFIG_KVM)
-#error "kvmstats: this kernel is built without KVM"
-#endif
-/* LIST_VMS relies on KVM's MMU notifier to skip non-VMM processes. */
-#if !IS_ENABLED(CONFIG_MMU_NOTIFIER)
-#error "kvmstats: this kernel is built without MMU notifiers"
+#if !defined(CONFIG_X86_64) || !IS_MODULE(CONFIG_KVM) || \
+	!defined(CONFIG_KALLSYMS_ALL) || !defined(CONFIG_MMU_NOTIFIER)
+#error "kvmstats: this kernel lacks what kvmstats needs (see Kbuild)"
 #endif
 
 /*
@@ -54,6 +50,11 @@ struct kvmstats_kdesc {
 /* struct fd became opaque, with fd_file() to reach its file, in 6.12. */
 #ifndef KVMSTATS_COMPAT_HAVE_FD_FILE
 #define fd_file(f) ((f).file)
+#endif
+
+/* pidfs, where pidfds live since 6.9; its magic is uapi. */
+#ifndef PID_FS_MAGIC
+#define PID_FS_MAGIC 0x50494446
 #endif
 
 #endif /* _KVMSTATS_COMPAT_H */

@@ -5,9 +5,28 @@
 #include <linux/atomic.h>
 #include <linux/fs.h>
 #include <linux/kvm_host.h>
+#include <linux/srcu.h>
 #include <uapi/linux/kvmstats.h>
 
 #include "compat.h"
+
+/* ----- kvmsyms.c: what is read from the loaded kvm module ----- */
+
+/*
+ * A stats table of the running KVM: its header and its descriptors, copied
+ * out of the kvm module at load.
+ */
+struct kvmstats_ktable {
+	struct kvm_stats_header header;
+	void *desc;
+	size_t desc_size;
+};
+
+int kvmstats_kvm_init(struct kvmstats_ktable *vm, struct kvmstats_ktable *vcpu);
+void kvmstats_kvm_exit(struct kvmstats_ktable *vm, struct kvmstats_ktable *vcpu);
+bool kvmstats_is_vm_file(const struct file *file);
+
+/* ----- desc.c: the fixed part of a stats file ----- */
 
 /*
  * The fixed part of a stats file: its header, descriptors and sizes.  One
@@ -21,10 +40,13 @@ struct kvmstats_layout {
 	size_t file_size;
 };
 
-extern const struct kvmstats_layout kvmstats_vm_layout;
-extern const struct kvmstats_layout kvmstats_vcpu_layout;
+extern struct kvmstats_layout kvmstats_vm_layout;
+extern struct kvmstats_layout kvmstats_vcpu_layout;
 
-int kvmstats_check_layouts(void);
+int kvmstats_layouts_init(void);
+void kvmstats_layouts_exit(void);
+
+/* ----- lookup.c: finding VMs ----- */
 
 /*
  * A VM found through a process's VM file: a reference on the VM and one on
@@ -39,11 +61,39 @@ struct kvmstats_vm_ref {
 void kvmstats_vm_ref_put(struct kvmstats_vm_ref *ref);
 
 long kvmstats_list_vms(struct kvmstats_vm_list __user *ulist);
-int kvmstats_get_vm(pid_t pid, int fd, struct kvmstats_vm_ref *ref);
+long kvmstats_list_pidfd(struct kvmstats_pidfd_list __user *ulist);
+int kvmstats_get_vm(const struct kvmstats_fd_request *req,
+		    struct kvmstats_vm_ref *ref);
+
+/* ----- statsfd.c and vm.c: stats files, live and frozen ----- */
+
+struct kvmstats_tracker;
+
+/*
+ * A stats file.  @data is what reads copy from: the live &kvm->stat or
+ * &vcpu->stat while the VM's creator lives, @frozen once its address space
+ * is gone (vm.c).  Readers load @data under kvmstats_srcu; @frozen and @id
+ * live as long as the file.
+ */
+struct kvmstats_file {
+	const struct kvmstats_layout *layout;
+	const void __rcu *data;
+	const void *live;
+	struct kvmstats_tracker *vm;	/* NULL when frozen; under kvmstats_vm_lock */
+	struct list_head vm_node;	/* in vm->files */
+	char id[KVM_STATS_NAME_SIZE];
+	u64 frozen[];			/* layout->data_size bytes */
+};
+
+extern struct srcu_struct kvmstats_srcu;
+extern atomic_t kvmstats_live_files;
+extern atomic_t kvmstats_live_vms;
 
 int kvmstats_stats_fd(struct kvmstats_vm_ref *ref, int vcpu);
 long kvmstats_read_batch(struct kvmstats_read_batch __user *ubatch);
 
-extern atomic_t kvmstats_live_files;
+int kvmstats_vm_attach(struct kvmstats_file *sf, struct kvmstats_vm_ref *ref);
+void kvmstats_vm_detach(struct kvmstats_file *sf);
+void kvmstats_vm_exit(void);
 
 #endif /* _KVMSTATS_H */

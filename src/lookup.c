@@ -1,27 +1,39 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
- * Finding VMs: by (pid, fd), and host-wide for KVMSTATS_LIST_VMS.
+ * Finding VMs: by (pid or pidfd, fd), and per process or host-wide for the
+ * listing ioctls.
  *
  * KVM keeps its VM list (vm_list, under kvm_lock) to itself, so kvmstats
  * finds VMs the way /proc does: through the file tables of the processes
- * the caller can see.  A VM file is recognised by file_is_kvm(), which KVM
- * exports for exactly this purpose; its private_data is then the struct kvm.
+ * the caller can see.  A VM file is recognised by kvmstats_is_vm_file()
+ * (the test file_is_kvm() makes); its private_data is then the struct kvm.
  *
- * Locking: a process's file table is walked with iterate_fd(), under the
- * owning thread's task_lock() (which keeps ->files and ->mm in place) and
- * the table's file_lock.  Both are spinlocks, so the callbacks only look and
- * take references that cannot sleep: kvm_get_kvm_safe() and
- * try_module_get().  A file found in the table is open, and an open VM file
- * holds a VM reference, so the VM is alive while the callback runs.  No
- * lock of KVM's is ever taken.
+ * A process is seen through its threads.  They share one address space,
+ * and normally one file table, but do_exit() drops a thread's mm before
+ * its files: a thread on its way out may have files and no mm.  So the
+ * address space is taken from any thread that still has one, and the file
+ * table from any thread that still has one.
+ *
+ * Locking: a thread's ->mm and ->files are read under its task_lock(), and
+ * a file table is walked with iterate_fd() under its file_lock.  Both are
+ * spinlocks, so the callbacks only look and take references that cannot
+ * sleep: kvm_get_kvm_safe() and try_module_get().  A file found in a table
+ * is open, and an open VM file holds a VM reference, so the VM is alive
+ * while the callback runs.  No lock of KVM's is ever taken.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
+#include <linux/capability.h>
+#include <linux/cred.h>
 #include <linux/fdtable.h>
+#include <linux/file.h>
+#include <linux/hash.h>
+#include <linux/magic.h>
 #include <linux/mm.h>
 #include <linux/module.h>
 #include <linux/pid.h>
 #include <linux/pid_namespace.h>
+#include <linux/sched/mm.h>
 #include <linux/sched/signal.h>
 #include <linux/sched/task.h>
 #include <linux/slab.h>
@@ -56,6 +68,66 @@ static struct task_struct *kvmstats_get_process(pid_t nr)
 }
 
 /*
+ * The struct pid that @file refers to if it is a pidfd, else NULL.  pidfd
+ * operations are not exported, so a pidfd is known by where it lives: on
+ * pidfs (6.9 and later), whose files are all pidfds and keep their pid in
+ * the inode; before pidfs, as an anonymous inode the kernel named
+ * "[pidfd]", with the pid as private_data.  Userspace can create neither.
+ */
+static struct pid *kvmstats_pidfd_pid(const struct file *file)
+{
+	const struct inode *inode = file_inode(file);
+
+	switch (inode->i_sb->s_magic) {
+	case PID_FS_MAGIC:
+		return file->f_op == inode->i_fop ? inode->i_private : NULL;
+	case ANON_INODE_FS_MAGIC:
+		if (!strcmp(file->f_path.dentry->d_name.name, "[pidfd]"))
+			return file->private_data;
+		return NULL;
+	default:
+		return NULL;
+	}
+}
+
+/*
+ * The process that the caller's pidfd @pidfd refers to (a thread's pidfd
+ * stands for its process), with a reference, if it is visible in the
+ * caller's pid namespace.  Else NULL with *@err set.
+ */
+static struct task_struct *kvmstats_get_pidfd_process(int pidfd, int *err)
+{
+	struct task_struct *task = NULL;
+	struct fd f = fdget(pidfd);
+	struct pid *pid;
+
+	if (!fd_file(f)) {
+		*err = -EBADF;
+		return NULL;
+	}
+	pid = kvmstats_pidfd_pid(fd_file(f));
+	if (!pid) {
+		*err = -EINVAL;
+		goto out;
+	}
+	rcu_read_lock();
+	task = pid_task(pid, PIDTYPE_PID);
+	if (task) {
+		task = task->group_leader;
+		if (task_tgid_nr_ns(task, task_active_pid_ns(current)))
+			get_task_struct(task);
+		else
+			task = NULL;
+	}
+	rcu_read_unlock();
+	if (!task)
+		*err = -ESRCH;
+out:
+	fdput(f);
+	return task;
+}
+
+/*
  * Could this address space have created a VM that is still alive?  KVM
  * registers an MMU notifier on the creating process's mm in kvm_create_vm()
  * (VM creation fails if it cannot), and an mm's notifier subscriptions, once
@@ -68,30 +140,53 @@ static bool kvmstats_maybe_vmm(const struct mm_struct *mm)
 	return mm && READ_ONCE(mm->notifier_subscriptions);
 }
 
+/* How kvmstats_iterate_process() walks a process. */
+enum kvmstats_walk {
+	KVMSTATS_WALK_ANY,	/* any process with a file table */
+	KVMSTATS_WALK_CREATORS,	/* only processes that may have created VMs */
+};
+
 /*
  * Call iterate_fd(@fn, @ctx) from fd @first on the file table of process
- * @leader, under task_lock() of a thread that still has one (the leader
- * may have exited before its threads).  -ESRCH if no thread has a file
- * table left, i.e. the process has exited.  *@mm is the process's address
- * space as seen under that lock, for identity comparisons only.  With
- * @vmm_only, processes that cannot have created a live VM are not walked
- * (and 0 is returned).
+ * @leader.  -ESRCH if no thread has a file table left: the process has
+ * exited.  *@mmp is the process's address space (a reference the caller
+ * drops with mmdrop()), or NULL when no thread has one left.
+ *
+ * With KVMSTATS_WALK_CREATORS, 0 is returned without a walk for a process
+ * that cannot have created a live VM, and for the child of a vfork(): it
+ * borrows its parent's address space (and holds copies of its parent's
+ * fds) until it execs or exits, and the VMs are its parent's.
  */
 static int kvmstats_iterate_process(struct task_struct *leader,
-				    unsigned int first, bool vmm_only,
+				    unsigned int first,
+				    enum kvmstats_walk walk,
 				    int (*fn)(const void *, struct file *,
 					      unsigned int),
-				    const void *ctx, struct mm_struct **mm)
+				    const void *ctx, struct mm_struct **mmp)
 {
+	struct mm_struct *mm = NULL;
+	bool borrowed = false;
 	struct task_struct *t;
 	int ret = -ESRCH;
 
 	rcu_read_lock();
 	for_each_thread(leader, t) {
 		task_lock(t);
+		if (t->mm) {
+			mm = t->mm;
+			mmgrab(mm);
+			borrowed = t->vfork_done;
+		}
+		task_unlock(t);
+		if (mm)
+			break;
+	}
+	*mmp = mm;
+	for_each_thread(leader, t) {
+		task_lock(t);
 		if (t->files) {
-			*mm = t->mm;
-			if (vmm_only && !kvmstats_maybe_vmm(t->mm))
+			if (walk == KVMSTATS_WALK_CREATORS &&
+			    (borrowed || !kvmstats_maybe_vmm(mm)))
 				ret = 0;
 			else
 				ret = iterate_fd(t->files, first, fn, ctx);
@@ -104,7 +199,25 @@ static int kvmstats_iterate_process(struct task_struct *leader,
 	return ret;
 }
 
-/* ----- by (pid, fd) ----- */
+/*
+ * May the caller learn what @task's fds are?  That is for those who could
+ * ptrace it.  ptrace_may_access() is not exported, so this asks for more:
+ * the caller's own process, or CAP_SYS_PTRACE in the target's user
+ * namespace (checked without auditing: asking is not an attempt to trace).
+ */
+static bool kvmstats_may_probe(struct task_struct *task)
+{
+	bool ret;
+
+	if (same_thread_group(task, current))
+		return true;
+	rcu_read_lock();
+	ret = ns_capable_noaudit(__task_cred(task)->user_ns, CAP_SYS_PTRACE);
+	rcu_read_unlock();
+	return ret;
+}
+
+/* ----- by (pid or pidfd, fd) ----- */
 
 struct kvmstats_fd_query {
 	unsigned int fd;
@@ -128,14 +241,14 @@ static int kvmstats_match_fd(const void *ctx, struct file *file,
 	/* iterate_fd() moves on to the next open fd: stop there. */
 	if (fd != q->fd)
 		return KVMSTATS_NOT_OPEN;
-	if (!file_is_kvm(file))
+	if (!kvmstats_is_vm_file(file))
 		return KVMSTATS_NOT_VM;
 
 	/*
-	 * Where the VM file's owner is the vendor module (6.12), the VM file
-	 * pins it but a VM reference alone does not, and destroying the VM
-	 * runs its code: take the module too.  Where the owner is NULL (6.1),
-	 * the VM reference pins the vendor module by itself.
+	 * Where the VM file's owner is the vendor module (6.12 and later),
+	 * the VM file pins it but a VM reference alone does not, and
+	 * destroying the VM runs its code: take the module too.  Where the
+	 * owner is kvm itself (6.1), the VM reference pins the vendor module.
 	 */
 	owner = file->f_op->owner;
 	if (!try_module_get(owner))
@@ -151,35 +264,48 @@ static int kvmstats_match_fd(const void *ctx, struct file *file,
 }
 
 /*
- * Take a reference on the VM whose VM file is open as @fd in process @pid
- * of the caller's pid namespace.
+ * Take a reference on the VM whose VM file is open as @req->fd in the
+ * process @req->pid names (a pid of the caller's pid namespace, or a
+ * pidfd with KVMSTATS_FD_PIDFD).
  */
-int kvmstats_get_vm(pid_t pid, int fd, struct kvmstats_vm_ref *ref)
+int kvmstats_get_vm(const struct kvmstats_fd_request *req,
+		    struct kvmstats_vm_ref *ref)
 {
-	struct kvmstats_fd_query q = { .fd = fd, .ref = ref };
+	struct kvmstats_fd_query q = { .fd = req->fd, .ref = ref };
 	struct task_struct *task;
 	struct mm_struct *mm;
+	bool precise;
 	int ret;
 
-	task = kvmstats_get_process(pid);
-	if (!task)
-		return -ESRCH;
+	if (req->flags & KVMSTATS_FD_PIDFD) {
+		task = kvmstats_get_pidfd_process(req->pid, &ret);
+		if (!task)
+			return ret;
+	} else {
+		task = kvmstats_get_process(req->pid);
+		if (!task)
+			return -ESRCH;
+	}
+	precise = kvmstats_may_probe(task);
 	/*
 	 * A negative fd still needs a live process (ESRCH comes first):
 	 * starting the walk at UINT_MAX visits no fd and reports "not open".
 	 */
-	ret = kvmstats_iterate_process(task, fd < 0 ? UINT_MAX : fd, false,
-				       kvmstats_match_fd, &q, &mm);
+	ret = kvmstats_iterate_process(task, req->fd < 0 ? UINT_MAX : req->fd,
+				       KVMSTATS_WALK_ANY, kvmstats_match_fd,
+				       &q, &mm);
 	put_task_struct(task);
+	if (mm)
+		mmdrop(mm);
 
 	switch (ret) {
 	case KVMSTATS_FOUND:
 		return 0;
-	case 0:			/* nothing open at or above @fd */
+	case 0:			/* nothing open at or above the fd */
 	case KVMSTATS_NOT_OPEN:
 		return -EBADF;
 	case KVMSTATS_NOT_VM:
-		return -EINVAL;
+		return precise ? -EINVAL : -EBADF;
 	case KVMSTATS_NO_MODULE:
 		return -ENODEV;
 	default:
@@ -187,7 +313,7 @@ int kvmstats_get_vm(pid_t pid, int fd, struct kvmstats_vm_ref *ref)
 	}
 }
 
-/* ----- host-wide ----- */
+/* ----- listing ----- */
 
 struct kvmstats_found {
 	const struct kvm *kvm;	/* identity only: never dereferenced */
@@ -195,6 +321,7 @@ struct kvmstats_found {
 	u32 nr_vcpus;
 };
 
+/* What one process's walk collects. */
 struct kvmstats_scan {
 	struct mm_struct *mm;
 	struct kvmstats_found *found;
@@ -203,18 +330,71 @@ struct kvmstats_scan {
 	bool overflow;
 };
 
-struct kvmstats_scan_ctx {
-	struct kvmstats_scan *scan;
+/*
+ * The VMs already listed by this call, by identity: a VM appears once even
+ * when processes share its creator's address space without being one
+ * thread group (clone(CLONE_VM) without CLONE_THREAD).  An open-addressing
+ * set of pointers, grown outside the walk's spinlocks.
+ */
+struct kvmstats_seen {
+	const struct kvm **slot;
+	unsigned int bits;
+	unsigned int nr;
 };
+
+static int kvmstats_seen_grow(struct kvmstats_seen *s)
+{
+	unsigned int bits = s->slot ? s->bits + 1 : 6;
+	const struct kvm **old = s->slot;
+	unsigned int i, size = 1U << s->bits;
+
+	s->slot = kvcalloc(1UL << bits, sizeof(*s->slot), GFP_KERNEL);
+	if (!s->slot) {
+		s->slot = old;
+		return -ENOMEM;
+	}
+	s->bits = bits;
+	s->nr = 0;
+	for (i = 0; old && i < size; i++) {
+		if (old[i]) {
+			unsigned long h = hash_ptr(old[i], bits);
+
+			while (s->slot[h])
+				h = (h + 1) & ((1UL << bits) - 1);
+			s->slot[h] = old[i];
+			s->nr++;
+		}
+	}
+	kvfree(old);
+	return 0;
+}
+
+/* Add @kvm to @s: 1 if it is new, 0 if it was there, or -ENOMEM. */
+static int kvmstats_seen_add(struct kvmstats_seen *s, const struct kvm *kvm)
+{
+	unsigned long h, mask;
+
+	/* At most half full, so probes stay short. */
+	if ((!s->slot || 2 * (s->nr + 1) > (1U << s->bits)) &&
+	    kvmstats_seen_grow(s))
+		return -ENOMEM;
+	mask = (1UL << s->bits) - 1;
+	for (h = hash_ptr(kvm, s->bits); s->slot[h]; h = (h + 1) & mask)
+		if (s->slot[h] == kvm)
+			return 0;
+	s->slot[h] = kvm;
+	s->nr++;
+	return 1;
+}
 
 static int kvmstats_scan_fd(const void *ctx, struct file *file,
 			    unsigned int fd)
 {
-	struct kvmstats_scan *s = ((const struct kvmstats_scan_ctx *)ctx)->scan;
+	struct kvmstats_scan *s = (struct kvmstats_scan *)ctx;
 	const struct kvm *kvm;
 	unsigned int i;
 
-	if (!file_is_kvm(file))
+	if (!kvmstats_is_vm_file(file))
 		return 0;
 	kvm = file->private_data;
 	/* Listed under its creator only: not dups passed to others. */
@@ -238,21 +418,24 @@ static int kvmstats_scan_fd(const void *ctx, struct file *file,
 /*
  * Collect the VMs created by process @task into @s, growing @s->found as
  * needed (the walk runs under spinlocks, so it restarts after growing).
+ * -ESRCH if the process has exited.
  */
 static int kvmstats_scan_process(struct task_struct *task,
 				 struct kvmstats_scan *s)
 {
-	const struct kvmstats_scan_ctx ctx = { .scan = s };
 	int ret;
 
 	for (;;) {
 		s->nr = 0;
 		s->overflow = false;
-		s->mm = NULL;
-		ret = kvmstats_iterate_process(task, 0, true, kvmstats_scan_fd,
-					       &ctx, &s->mm);
-		if (ret == -ESRCH)
-			return 0;	/* exited: it has no VMs to list */
+		ret = kvmstats_iterate_process(task, 0, KVMSTATS_WALK_CREATORS,
+					       kvmstats_scan_fd, s, &s->mm);
+		if (s->mm)
+			mmdrop(s->mm);
+		if (ret == -ESRCH) {
+			s->nr = 0;
+			return ret;	/* exited: it has no VMs to list */
+		}
 		if (!s->overflow)
 			return 0;
 
@@ -265,6 +448,71 @@ static int kvmstats_scan_process(struct task_struct *task,
 	}
 }
 
+/* One listing: where the entries go, and what has been listed. */
+struct kvmstats_lister {
+	struct kvmstats_vm __user *uvms;
+	u32 room;
+	u32 total;
+	struct kvmstats_scan scan;
+	struct kvmstats_seen seen;
+};
+
+static int kvmstats_lister_init(struct kvmstats_lister *l,
+				struct kvmstats_vm __user *uvms, u32 room)
+{
+	memset(l, 0, sizeof(*l));
+	l->uvms = uvms;
+	l->room = room;
+	l->scan.room = 16;
+	l->scan.found = kvmalloc_array(l->scan.room, sizeof(*l->scan.found),
+				       GFP_KERNEL);
+	return l->scan.found ? 0 : -ENOMEM;
+}
+
+static void kvmstats_lister_fini(struct kvmstats_lister *l)
+{
+	kvfree(l->scan.found);
+	kvfree(l->seen.slot);
+}
+
+/* List the VMs of @task, whose pid in the caller's namespace is @nr. */
+static int kvmstats_list_process(struct kvmstats_lister *l,
+				 struct task_struct *task, pid_t nr)
+{
+	unsigned int i;
+	int ret;
+
+	ret = kvmstats_scan_process(task, &l->scan);
+	for (i = 0; !ret && i < l->scan.nr; i++) {
+		const struct kvmstats_found *f = &l->scan.found[i];
+		struct kvmstats_vm vm = {
+			.pid = nr,
+			.fd = f->fd,
+			.nr_vcpus = f->nr_vcpus,
+		};
+
+		ret = kvmstats_seen_add(&l->seen, f->kvm);
+		if (ret < 0)
+			break;
+		if (!ret)
+			continue;	/* listed under another process */
+		ret = 0;
+		if (l->total < l->room &&
+		    copy_to_user(&l->uvms[l->total], &vm, sizeof(vm)))
+			ret = -EFAULT;
+		l->total++;
+	}
+	return ret;
+}
+
+/* Report the count; E2BIG if the entries did not fit. */
+static long kvmstats_list_done(struct kvmstats_lister *l, u32 __user *unr)
+{
+	if (put_user(l->total, unr))
+		return -EFAULT;
+	return l->total > l->room ? -E2BIG : 0;
+}
+
 /*
  * KVMSTATS_LIST_VMS.  Processes are visited in pid order of the caller's
  * namespace, as /proc lists them, one at a time and with no lock held
@@ -273,26 +521,22 @@ static int kvmstats_scan_process(struct task_struct *task,
 long kvmstats_list_vms(struct kvmstats_vm_list __user *ulist)
 {
 	struct pid_namespace *ns = task_active_pid_ns(current);
-	struct kvmstats_scan s = { .room = 16 };
 	struct kvmstats_vm_list list;
-	u32 room, total = 0;
+	struct kvmstats_lister l;
 	pid_t nr = 1;
-	long ret = 0;
+	long ret;
 
 	if (copy_from_user(&list, ulist, sizeof(list)))
 		return -EFAULT;
 	if (list.flags)
 		return -EINVAL;
-	room = list.nr;
-
-	s.found = kvmalloc_array(s.room, sizeof(*s.found), GFP_KERNEL);
-	if (!s.found)
-		return -ENOMEM;
+	ret = kvmstats_lister_init(&l, ulist->vms, list.nr);
+	if (ret)
+		goto out;
 
 	for (;; nr++) {
 		struct task_struct *task = NULL;
 		struct pid *pid;
-		unsigned int i;
 
 		rcu_read_lock();
 		pid = find_ge_pid(nr, ns);
@@ -308,24 +552,12 @@ long kvmstats_list_vms(struct kvmstats_vm_list __user *ulist)
 		if (!task)
 			continue;
 
-		ret = kvmstats_scan_process(task, &s);
+		ret = kvmstats_list_process(&l, task, nr);
 		put_task_struct(task);
+		if (ret == -ESRCH)
+			ret = 0;	/* exited meanwhile: nothing to list */
 		if (ret)
 			goto out;
-
-		for (i = 0; i < s.nr; i++, total++) {
-			struct kvmstats_vm vm = {
-				.pid = nr,
-				.fd = s.found[i].fd,
-				.nr_vcpus = s.found[i].nr_vcpus,
-			};
-
-			if (total < room &&
-			    copy_to_user(&ulist->vms[total], &vm, sizeof(vm))) {
-				ret = -EFAULT;
-				goto out;
-			}
-		}
 
 		if (fatal_signal_pending(current)) {
 			ret = -EINTR;
@@ -333,12 +565,34 @@ long kvmstats_list_vms(struct kvmstats_vm_list __user *ulist)
 		}
 		cond_resched();
 	}
-
-	if (put_user(total, &ulist->nr))
-		ret = -EFAULT;
-	else if (total > room)
-		ret = -E2BIG;
+	ret = kvmstats_list_done(&l, &ulist->nr);
 out:
-	kvfree(s.found);
+	kvmstats_lister_fini(&l);
+	return ret;
+}
+
+/* KVMSTATS_LIST_PIDFD: the same, for the one process a pidfd holds. */
+long kvmstats_list_pidfd(struct kvmstats_pidfd_list __user *ulist)
+{
+	struct kvmstats_pidfd_list list;
+	struct kvmstats_lister l;
+	struct task_struct *task;
+	long ret;
+	int err;
+
+	if (copy_from_user(&list, ulist, sizeof(list)))
+		return -EFAULT;
+	if (list.flags || list.reserved)
+		return -EINVAL;
+	task = kvmstats_get_pidfd_process(list.pidfd, &err);
+	if (!task)
+		return err;
+	ret = kvmstats_lister_init(&l, ulist->vms, list.nr);
+	if (!ret)
+		ret = kvmstats_list_process(&l, task, task_tgid_vnr(task));
+	if (!ret)
+		ret = kvmstats_list_done(&l, &ulist->nr);
+	kvmstats_lister_fini(&l);
+	put_task_struct(task);
 	return ret;
 }

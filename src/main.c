@@ -25,16 +25,14 @@ static long kvmstats_ioctl_get_stats_fd(struct kvmstats_fd_request __user *ureq)
 
 	if (copy_from_user(&req, ureq, sizeof(req)))
 		return -EFAULT;
-	if (req.flags || req.reserved[0] || req.reserved[1] || req.vcpu < -1)
+	if ((req.flags & ~KVMSTATS_FD_PIDFD) || req.reserved[0] ||
+	    req.reserved[1] || req.vcpu < -1)
 		return -EINVAL;
 
-	ret = kvmstats_get_vm(req.pid, req.fd, &ref);
+	ret = kvmstats_get_vm(&req, &ref);
 	if (ret)
 		return ret;
-	ret = kvmstats_stats_fd(&ref, req.vcpu);
-	if (ret < 0)
-		kvmstats_vm_ref_put(&ref);
-	return ret;
+	return kvmstats_stats_fd(&ref, req.vcpu);
 }
 
 static long kvmstats_dev_ioctl(struct file *file, unsigned int cmd,
@@ -51,6 +49,8 @@ static long kvmstats_dev_ioctl(struct file *file, unsigned int cmd,
 		return kvmstats_ioctl_get_stats_fd(argp);
 	case KVMSTATS_READ_BATCH:
 		return kvmstats_read_batch(argp);
+	case KVMSTATS_LIST_PIDFD:
+		return kvmstats_list_pidfd(argp);
 	default:
 		return -ENOTTY;
 	}
@@ -71,33 +71,44 @@ static struct miscdevice kvmstats_dev = {
 	.mode = 0600,
 };
 
-static int kvmstats_live_files_get(char *buf, const struct kernel_param *kp)
+static int kvmstats_counter_get(char *buf, const struct kernel_param *kp)
 {
-	return sysfs_emit(buf, "%d\n", atomic_read(&kvmstats_live_files));
+	return sysfs_emit(buf, "%d\n", atomic_read(kp->arg));
 }
 
-static const struct kernel_param_ops kvmstats_live_files_ops = {
-	.get = kvmstats_live_files_get,
+static const struct kernel_param_ops kvmstats_counter_ops = {
+	.get = kvmstats_counter_get,
 };
 
-module_param_cb(live_files, &kvmstats_live_files_ops, NULL, 0444);
+module_param_cb(live_files, &kvmstats_counter_ops, &kvmstats_live_files, 0444);
 MODULE_PARM_DESC(live_files, "Stats files currently open (read-only)");
+module_param_cb(live_vms, &kvmstats_counter_ops, &kvmstats_live_vms, 0444);
+MODULE_PARM_DESC(live_vms, "VMs kvmstats holds a reference on (read-only)");
 
 static int __init kvmstats_init(void)
 {
 	int ret;
 
-	ret = kvmstats_check_layouts();
+	ret = kvmstats_layouts_init();
 	if (ret) {
-		pr_err("this kernel's KVM statistics cannot be reproduced exactly; not loading\n");
+		pr_err("this kernel's KVM statistics cannot be served exactly; not loading\n");
 		return ret;
 	}
-	return misc_register(&kvmstats_dev);
+	ret = misc_register(&kvmstats_dev);
+	if (ret)
+		goto err_layouts;
+	return 0;
+
+err_layouts:
+	kvmstats_layouts_exit();
+	return ret;
 }
 
 static void __exit kvmstats_exit(void)
 {
 	misc_deregister(&kvmstats_dev);
+	kvmstats_vm_exit();
+	kvmstats_layouts_exit();
 }
 
 module_init(kvmstats_init);

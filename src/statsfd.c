@@ -2,33 +2,32 @@
 /*
  * Stats files: what KVM_GET_STATS_FD returns, for any VM or vCPU.
  *
- * The read path copies straight from the live struct kvm / struct kvm_vcpu
- * the file was made for, exactly like KVM's own stats fd: no lock, no
- * allocation, nothing that waits for the VM or its vCPUs.  It is safe
- * because the file holds a reference on the VM (users_count), and KVM frees
- * a VM and all of its vCPUs only when that count drops to zero, in
- * kvm_destroy_vm().  vCPUs are never freed individually, so a vCPU pointer
- * taken while the VM reference is held stays valid for as long as it is.
+ * The read path copies the header and descriptors from the layout, the id
+ * from the file and the data block from where the file's data pointer
+ * points: the live struct kvm / struct kvm_vcpu statistics while the VM's
+ * creator lives, the file's own frozen copy after (vm.c).  Like KVM's own
+ * stats fd it takes no lock, allocates nothing and never waits for the VM
+ * or its vCPUs; the pointer is loaded under kvmstats_srcu, whose read side
+ * is a per-CPU counter, so that a freeze can tell when no reader uses the
+ * live data any more.  While the data pointer is live, the file's tracker
+ * holds a VM reference, and KVM frees a VM and its vCPUs only when the
+ * last reference goes (kvm_destroy_vm()); vCPUs are never freed alone.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
 #include <linux/anon_inodes.h>
 #include <linux/file.h>
+#include <linux/fsnotify.h>
 #include <linux/minmax.h>
 #include <linux/module.h>
+#include <linux/overflow.h>
+#include <linux/sched/xacct.h>
 #include <linux/slab.h>
 #include <linux/uaccess.h>
 
 #include "kvmstats.h"
 
 atomic_t kvmstats_live_files = ATOMIC_INIT(0);
-
-struct kvmstats_file {
-	const struct kvmstats_layout *layout;
-	const char *id;			/* kvm->stats_id or vcpu->stats_id */
-	const void *data;		/* &kvm->stat or &vcpu->stat */
-	struct kvmstats_vm_ref ref;	/* keeps the above alive */
-};
 
 /*
  * A stats file is four blocks back to back (see the uapi header):
@@ -44,7 +43,7 @@ static ssize_t kvmstats_copy(const struct kvmstats_file *sf, char __user *buf,
 			     size_t size, loff_t *pos)
 {
 	const struct kvmstats_layout *l = sf->layout;
-	const struct {
+	struct {
 		const void *src;
 		size_t start;
 		size_t len;
@@ -52,10 +51,12 @@ static ssize_t kvmstats_copy(const struct kvmstats_file *sf, char __user *buf,
 		{ &l->header, 0, sizeof(l->header) },
 		{ sf->id, l->header.id_offset, l->header.name_size },
 		{ l->desc, l->header.desc_offset, l->desc_size },
-		{ sf->data, l->header.data_offset, l->data_size },
+		{ NULL, l->header.data_offset, l->data_size },
 	};
+	ssize_t ret = 0;
 	size_t start, end;
 	unsigned int i;
+	int idx;
 
 	if (*pos < 0)
 		return -EINVAL;
@@ -64,6 +65,8 @@ static ssize_t kvmstats_copy(const struct kvmstats_file *sf, char __user *buf,
 	start = *pos;
 	end = start + min(size, l->file_size - start);
 
+	idx = srcu_read_lock(&kvmstats_srcu);
+	block[3].src = srcu_dereference(sf->data, &kvmstats_srcu);
 	for (i = 0; i < ARRAY_SIZE(block); i++) {
 		size_t from = max(start, block[i].start);
 		size_t to = min(end, block[i].start + block[i].len);
@@ -72,9 +75,14 @@ static ssize_t kvmstats_copy(const struct kvmstats_file *sf, char __user *buf,
 			continue;
 		if (copy_to_user(buf + (from - start),
 				 block[i].src + (from - block[i].start),
-				 to - from))
-			return -EFAULT;
+				 to - from)) {
+			ret = -EFAULT;
+			break;
+		}
 	}
+	srcu_read_unlock(&kvmstats_srcu, idx);
+	if (ret)
+		return ret;
 	*pos = end;
 	return end - start;
 }
@@ -90,7 +98,7 @@ static int kvmstats_file_release(struct inode *inode, struct file *file)
 	struct kvmstats_file *sf = file->private_data;
 
 	pr_debug("released a stats file of %s\n", sf->id);
-	kvmstats_vm_ref_put(&sf->ref);
+	kvmstats_vm_detach(sf);
 	kfree(sf);
 	atomic_dec(&kvmstats_live_files);
 	return 0;
@@ -105,25 +113,34 @@ static const struct file_operations kvmstats_file_fops = {
 };
 
 /*
+ * Does @id look like the id KVM gives its VMs ("kvm-<tid>") or vCPUs?  The
+ * offsets of struct kvm and struct kvm_vcpu come from the headers; a
+ * kernel built differently from its headers would show here first.
+ */
+static bool kvmstats_id_plausible(const char *id)
+{
+	return !strncmp(id, "kvm-", 4) &&
+	       strnlen(id, KVM_STATS_NAME_SIZE) < KVM_STATS_NAME_SIZE;
+}
+
+/*
  * Make a stats file for the VM in @ref (@vcpu < 0) or for its vCPU number
- * @vcpu, and return its fd.  On success the file owns @ref; on failure
- * @ref is left to the caller.
+ * @vcpu, and return its fd.  Takes over @ref whatever happens.
  */
 int kvmstats_stats_fd(struct kvmstats_vm_ref *ref, int vcpu)
 {
 	char name[sizeof("kvmstats-vcpu:") + 11];
+	const struct kvmstats_layout *l;
 	struct kvmstats_file *sf;
+	const void *live;
 	struct file *file;
-	int fd;
-
-	sf = kzalloc(sizeof(*sf), GFP_KERNEL_ACCOUNT);
-	if (!sf)
-		return -ENOMEM;
+	const char *id;
+	int fd, ret;
 
 	if (vcpu < 0) {
-		sf->layout = &kvmstats_vm_layout;
-		sf->id = ref->kvm->stats_id;
-		sf->data = &ref->kvm->stat;
+		l = &kvmstats_vm_layout;
+		id = ref->kvm->stats_id;
+		live = &ref->kvm->stat;
 		strscpy(name, "kvmstats-vm", sizeof(name));
 	} else {
 		/* Only indexes below online_vcpus are published vCPUs. */
@@ -132,40 +149,94 @@ int kvmstats_stats_fd(struct kvmstats_vm_ref *ref, int vcpu)
 		if (vcpu < atomic_read(&ref->kvm->online_vcpus))
 			v = kvm_get_vcpu(ref->kvm, vcpu);
 		if (!v) {
-			kfree(sf);
-			return -ENOENT;
+			ret = -ENOENT;
+			goto err_put;
 		}
-		sf->layout = &kvmstats_vcpu_layout;
-		sf->id = v->stats_id;
-		sf->data = &v->stat;
+		l = &kvmstats_vcpu_layout;
+		id = v->stats_id;
+		live = &v->stat;
 		snprintf(name, sizeof(name), "kvmstats-vcpu:%d", v->vcpu_id);
 	}
+	if (!kvmstats_id_plausible(id)) {
+		pr_err_once("a VM's stats id is not KVM's: the headers kvmstats was built against are not this kernel's\n");
+		ret = -EIO;
+		goto err_put;
+	}
 
+	sf = kzalloc(struct_size(sf, frozen, l->data_size / sizeof(u64)),
+		     GFP_KERNEL_ACCOUNT);
+	if (!sf) {
+		ret = -ENOMEM;
+		goto err_put;
+	}
+	sf->layout = l;
+	sf->live = live;
+	RCU_INIT_POINTER(sf->data, live);
+	memcpy(sf->id, id, sizeof(sf->id));
+
+	ret = kvmstats_vm_attach(sf, ref);
+	if (ret) {
+		kfree(sf);
+		goto err_put;
+	}
+	/* From here on @ref belongs to the tracker (or was given back). */
 	fd = get_unused_fd_flags(O_CLOEXEC);
 	if (fd < 0) {
-		kfree(sf);
-		return fd;
+		ret = fd;
+		goto err_detach;
 	}
 	file = anon_inode_getfile(name, &kvmstats_file_fops, sf, O_RDONLY);
 	if (IS_ERR(file)) {
 		put_unused_fd(fd);
-		kfree(sf);
-		return PTR_ERR(file);
+		ret = PTR_ERR(file);
+		goto err_detach;
 	}
 	/* Pseudo files do not get FMODE_PREAD by themselves. */
 	file->f_mode |= FMODE_PREAD;
-	sf->ref = *ref;
 	atomic_inc(&kvmstats_live_files);
 	pr_debug("created a stats file of %s\n", sf->id);
 	fd_install(fd, file);
 	return fd;
+
+err_detach:
+	kvmstats_vm_detach(sf);
+	kfree(sf);
+	return ret;
+err_put:
+	kvmstats_vm_ref_put(ref);
+	return ret;
 }
 
 /*
- * One op of a batch, with pread(2)'s checks in pread(2)'s order: the
- * offset, the fd, the buffer (even when nothing would be copied), then the
- * range.
+ * vfs_read() for a stats file, which READ_BATCH cannot call (it is not
+ * exported): pread(2)'s checks in pread(2)'s order, the LSM's read hook
+ * and the access event for inotify/fanotify included.
  */
+static ssize_t kvmstats_vfs_read(struct file *file, char __user *buf,
+				 size_t count, loff_t *pos)
+{
+	ssize_t ret;
+
+	if (!(file->f_mode & FMODE_PREAD))
+		return -ESPIPE;
+	if (!(file->f_mode & FMODE_READ))
+		return -EBADF;
+	if (!access_ok(buf, count))
+		return -EFAULT;
+	ret = rw_verify_area(READ, file, pos, count);
+	if (ret)
+		return ret;
+	count = min_t(size_t, count, MAX_RW_COUNT);
+	ret = kvmstats_copy(file->private_data, buf, count, pos);
+	if (ret > 0) {
+		fsnotify_access(file);
+		add_rchar(current, ret);
+	}
+	inc_syscr(current);
+	return ret;
+}
+
+/* One op of a batch: pread(2) on a stats fd. */
 static int kvmstats_read_op(const struct kvmstats_read_op *op)
 {
 	char __user *buf = u64_to_user_ptr(op->buf);
@@ -180,13 +251,8 @@ static int kvmstats_read_op(const struct kvmstats_read_op *op)
 		return -EBADF;
 	if (fd_file(f)->f_op != &kvmstats_file_fops)
 		ret = -EINVAL;
-	else if (!access_ok(buf, op->len))
-		ret = -EFAULT;
-	else if ((loff_t)(op->offset + op->len) < 0)
-		ret = -EINVAL;
 	else
-		ret = kvmstats_copy(fd_file(f)->private_data, buf, op->len,
-				    &pos);
+		ret = kvmstats_vfs_read(fd_file(f), buf, op->len, &pos);
 	fdput(f);
 	return ret;
 }

@@ -17,6 +17,7 @@
 #include <sys/wait.h>
 
 #include "kvmstats_util.h"
+#include "../qemu/guest-module/ksg_test.h"
 
 /* Userspace stride of a descriptor is this plus header.name_size. */
 #define DESC_FIXED offsetof(struct kvm_stats_desc, name)
@@ -714,4 +715,86 @@ void child_vmm_close_fds(struct child_vmm *c)
 	for (i = 0; i < c->info.nr_vcpus; i++)
 		close(c->native_vcpu_stats[i]);
 	c->vm_fd = -1;
+}
+
+int __kvmstats_get_stats_fd_pidfd(int dev, int pidfd, int fd, int vcpu)
+{
+	struct kvmstats_fd_request req = {
+		.pid = pidfd,
+		.fd = fd,
+		.vcpu = vcpu,
+		.flags = KVMSTATS_FD_PIDFD,
+	};
+
+	return __kvmstats_get_stats_fd_req(dev, &req);
+}
+
+int __kvmstats_list_pidfd(int dev, int pidfd, struct kvmstats_vm **out)
+{
+	uint32_t room = 16;
+
+	for (;;) {
+		struct kvmstats_pidfd_list *l;
+		int r, n;
+
+		l = calloc(1, sizeof(*l) + room * sizeof(l->vms[0]));
+		if (!l)
+			return -ENOMEM;
+		l->pidfd = pidfd;
+		l->nr = room;
+		r = ioctl(dev, KVMSTATS_LIST_PIDFD, l) ? -errno : 0;
+		if (r == -E2BIG && l->nr > room) {
+			room = l->nr + 8;
+			free(l);
+			continue;
+		}
+		if (r) {
+			free(l);
+			return r;
+		}
+		n = l->nr;
+		*out = calloc(n ? n : 1, sizeof(**out));
+		if (!*out) {
+			free(l);
+			return -ENOMEM;
+		}
+		memcpy(*out, l->vms, n * sizeof(**out));
+		free(l);
+		return n;
+	}
+}
+
+int __pidfd_open(pid_t pid, unsigned int flags)
+{
+	int fd = syscall(SYS_pidfd_open, pid, flags);
+
+	return fd < 0 ? -errno : fd;
+}
+
+int pidfd_open_or_fail(pid_t pid)
+{
+	int fd = __pidfd_open(pid, 0);
+
+	if (fd < 0)
+		tap_bail("pidfd_open(%d): %s", (int)pid, strerror(-fd));
+	return fd;
+}
+
+int ksg_test_open(void)
+{
+	int fd = open(KSG_TEST_DEVICE, O_RDWR | O_CLOEXEC);
+
+	if (fd < 0)
+		tap_bail("open %s: %s (is ksg_test.ko loaded?)", KSG_TEST_DEVICE,
+			 strerror(errno));
+	return fd;
+}
+
+int ksg_impostor(int ksg)
+{
+	int fd = ioctl(ksg, KSG_TEST_IMPOSTOR);
+
+	if (fd < 0)
+		tap_bail("KSG_TEST_IMPOSTOR: %s", strerror(errno));
+	return fd;
 }

@@ -26,6 +26,9 @@ _Static_assert(_IOC_SIZE(KVMSTATS_GET_STATS_FD) ==
 _Static_assert(_IOC_SIZE(KVMSTATS_READ_BATCH) ==
 		       sizeof(struct kvmstats_read_batch),
 	       "KVMSTATS_READ_BATCH size");
+_Static_assert(_IOC_SIZE(KVMSTATS_LIST_PIDFD) ==
+		       sizeof(struct kvmstats_pidfd_list),
+	       "KVMSTATS_LIST_PIDFD size");
 
 /* ---- the device ---- */
 int __kvmstats_open(void); /* O_RDONLY | O_CLOEXEC */
@@ -41,6 +44,19 @@ int kvmstats_get_stats_fd(int dev, pid_t pid, int fd, int vcpu);
 int __kvmstats_list_vms(int dev, struct kvmstats_vm **out);
 int kvmstats_list_vms(int dev, struct kvmstats_vm **out);
 int __kvmstats_read_batch(int dev, struct kvmstats_read_op *ops, uint32_t nr);
+/* GET_STATS_FD with KVMSTATS_FD_PIDFD. */
+int __kvmstats_get_stats_fd_pidfd(int dev, int pidfd, int fd, int vcpu);
+/* LIST_PIDFD into a malloc'd list, as __kvmstats_list_vms. */
+int __kvmstats_list_pidfd(int dev, int pidfd, struct kvmstats_vm **out);
+
+/* ---- pidfds and the guest's test helper (/dev/ksg_test) ---- */
+/* pidfd_open(2); -errno on failure. */
+int __pidfd_open(pid_t pid, unsigned int flags);
+int pidfd_open_or_fail(pid_t pid);
+/* The helper's device, opened O_RDWR; fails the test if missing. */
+int ksg_test_open(void);
+/* A new impostor VM file (an anon-inode file named "kvm-vm"). */
+int ksg_impostor(int ksg);
 
 /* ---- stats files ---- */
 #define STATS_FILE_MAX (64 * 1024)

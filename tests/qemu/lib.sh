@@ -29,15 +29,16 @@ ks_config_cmdline()
 	esac
 }
 
-# Where a kernel's files live once its packages are installed.
+# Where a kernel's files are once scripts/kernel has prepared it: on the
+# host for Debian 12's kernels, unpacked in their suite's chroot for others.
 ks_vmlinuz()
 {
-	echo "/boot/vmlinuz-$1"
+	"$KS_ROOT/scripts/kernel" vmlinuz "$1"
 }
 
 ks_moddir()
 {
-	echo "/lib/modules/$1/kernel"
+	"$KS_ROOT/scripts/kernel" moddir "$1"
 }
 
 # Copy module $2 (file name without .ko) of kernel $1 to directory $3 as an

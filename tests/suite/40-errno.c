@@ -2,7 +2,10 @@
 /*
  * Every errno of KVMSTATS_GET_STATS_FD, KVMSTATS_GET_API_VERSION and the
  * generic ioctl checks, and the order in which GET_STATS_FD applies them:
- * request fields, then pid, then fd, then vCPU.
+ * request fields, then pid (or pidfd), then fd, then vCPU.  Files that
+ * only look like VM files (a memfd or a file named kvm-vm, the guest
+ * helper's anonymous-inode "kvm-vm" with a poisoned private_data) are
+ * refused like any other non-VM file.
  */
 #include <fcntl.h>
 #include <limits.h>
@@ -65,6 +68,117 @@ static void expect(pid_t pid, int fd, int vcpu, int want, const char *what)
 	struct kvmstats_fd_request req = { .pid = pid, .fd = fd, .vcpu = vcpu };
 
 	expect_req(&req, want, what);
+}
+
+static void expect_pidfd(int pidfd, int fd, int vcpu, int want,
+			 const char *what)
+{
+	struct kvmstats_fd_request req = {
+		.pid = pidfd,
+		.fd = fd,
+		.vcpu = vcpu,
+		.flags = KVMSTATS_FD_PIDFD,
+	};
+	char buf[160];
+
+	snprintf(buf, sizeof(buf), "(pidfd) %s", what);
+	expect_req(&req, want, buf);
+}
+
+/*
+ * KVMSTATS_FD_PIDFD: the pidfd's own errors (not open: EBADF, not a
+ * pidfd: EINVAL, its process gone: ESRCH) come before the fd's, and a
+ * pidfd of a live process addresses it like its pid.
+ */
+static void check_pidfd(pid_t me, struct vm *vm, int pipe_rd, int unused)
+{
+	int self = pidfd_open_or_fail(me), native, ours, memfd, zpidfd, r;
+	pid_t zombie;
+	siginfo_t si;
+
+	ours = __kvmstats_get_stats_fd_pidfd(dev, self, vm->fd, -1);
+	native = vm_get_stats_fd(vm);
+	tap_check(ours >= 0, "(pidfd) own pidfd + VM fd gives an fd (%s)",
+		  ours >= 0 ? "ok" : errname(-ours));
+	if (ours >= 0)
+		stats_fds_identical(ours, native,
+				    "(pidfd) that VM file is identical to native");
+	close(native);
+	ours = __kvmstats_get_stats_fd_pidfd(dev, self, vm->fd, 1);
+	native = vcpu_get_stats_fd(vm->vcpus[1]);
+	if (ours >= 0)
+		stats_fds_identical(ours, native,
+				    "(pidfd) vCPU 1 file is identical to native");
+	else
+		tap_check(0, "(pidfd) own pidfd + vcpu 1 gives an fd (%s)",
+			  errname(-ours));
+	close(native);
+
+	memfd = memfd_create("pidfd", MFD_CLOEXEC);
+	expect_pidfd(unused, vm->fd, -1, EBADF, "an unused fd as the pidfd");
+	expect_pidfd(-1, vm->fd, -1, EBADF, "-1 as the pidfd");
+	expect_pidfd(pipe_rd, vm->fd, -1, EINVAL, "a pipe as the pidfd");
+	expect_pidfd(memfd, vm->fd, -1, EINVAL, "a memfd as the pidfd");
+	expect_pidfd(vm->fd, vm->fd, -1, EINVAL, "the VM fd as the pidfd");
+	expect_pidfd(dev, vm->fd, -1, EINVAL, "/dev/kvmstats as the pidfd");
+	expect_pidfd(self, unused, -1, EBADF, "own pidfd + an unused fd");
+	expect_pidfd(self, pipe_rd, -1, EINVAL, "own pidfd + a pipe");
+	expect_pidfd(self, vm->fd, 7, ENOENT, "own pidfd + vcpu 7");
+
+	/* A process that exited: a zombie, then reaped. */
+	fflush(stdout);
+	zombie = fork();
+	if (!zombie) {
+		pause();
+		_exit(0);
+	}
+	zpidfd = pidfd_open_or_fail(zombie);
+	kill(zombie, SIGKILL);
+	waitid(P_PID, zombie, &si, WEXITED | WNOWAIT);
+	expect_pidfd(zpidfd, vm->fd, -1, ESRCH, "pidfd of a zombie");
+	waitpid(zombie, NULL, 0);
+	expect_pidfd(zpidfd, vm->fd, -1, ESRCH, "pidfd of a reaped process");
+
+	/* Order: request fields, then the pidfd, then the fd, then vCPU. */
+	{
+		struct kvmstats_fd_request req = {
+			.pid = unused,
+			.fd = -1,
+			.vcpu = -2,
+			.flags = KVMSTATS_FD_PIDFD,
+		};
+
+		expect_req(&req, EINVAL,
+			   "(pidfd) vcpu -2 + unused pidfd: request first");
+		req.vcpu = 99;
+		req.flags |= 4;
+		expect_req(&req, EINVAL,
+			   "(pidfd) flag 4 + unused pidfd: request first");
+	}
+	expect_pidfd(unused, pipe_rd, 99, EBADF,
+		     "unused pidfd + pipe + vcpu 99: pidfd first");
+	expect_pidfd(memfd, -1, 99, EINVAL,
+		     "memfd as pidfd + fd -1: the pidfd's type before the fd");
+	expect_pidfd(zpidfd, -1, 99, ESRCH,
+		     "reaped pidfd + fd -1: the process before the fd");
+	expect_pidfd(self, -1, 99, EBADF, "own pidfd + fd -1: fd before vcpu");
+
+	/* A thread's pidfd (PIDFD_THREAD, Linux 6.9) stands for its process. */
+	r = __pidfd_open(gettid(), O_EXCL /* PIDFD_THREAD */);
+	if (r >= 0) {
+		ours = __kvmstats_get_stats_fd_pidfd(dev, r, vm->fd, -1);
+		tap_check(ours >= 0, "(pidfd) a thread pidfd of this process works (%s)",
+			  ours >= 0 ? "ok" : errname(-ours));
+		if (ours >= 0)
+			close(ours);
+		close(r);
+	} else {
+		tap_diag("pidfd_open(PIDFD_THREAD): %s: this kernel predates thread pidfds",
+			 errname(-r));
+	}
+	close(zpidfd);
+	close(memfd);
+	close(self);
 }
 
 static pid_t a_pid_that_is_free(void)
@@ -147,10 +261,12 @@ int main(void)
 	memset(&req, 0, sizeof(req));
 	req.fd = vm->fd;
 	req.vcpu = -1;
-	req.flags = 1;
-	expect_req(&req, EINVAL, "flags 1");
+	req.flags = 2;
+	expect_req(&req, EINVAL, "flags 2 (the first undefined bit)");
 	req.flags = 0x80000000;
 	expect_req(&req, EINVAL, "flags 0x80000000");
+	req.flags = ~KVMSTATS_FD_PIDFD;
+	expect_req(&req, EINVAL, "every undefined flag");
 	req.flags = 0;
 	req.reserved[0] = 1;
 	expect_req(&req, EINVAL, "reserved[0] 1");
@@ -233,6 +349,27 @@ int main(void)
 	expect(0, dev, -1, EINVAL, "the /dev/kvmstats fd");
 	expect(0, regfile, -1, EINVAL, "a procfs file");
 
+	/* EINVAL: files that only look like VM files. */
+	{
+		int ksg = ksg_test_open();
+		int impostor = ksg_impostor(ksg);
+		int memfd = memfd_create("kvm-vm", MFD_CLOEXEC);
+		int named = open("/tmp/kvm-vm", O_RDWR | O_CREAT | O_CLOEXEC,
+				 0600);
+
+		expect(0, impostor, -1, EINVAL,
+		       "an anonymous-inode file named kvm-vm (the helper's impostor)");
+		expect(0, impostor, 0, EINVAL, "the impostor, vcpu 0");
+		expect(me, impostor, -1, EINVAL, "the impostor, own pid");
+		expect(0, memfd, -1, EINVAL, "a memfd named kvm-vm");
+		expect(0, named, -1, EINVAL, "a regular file named kvm-vm");
+		close(impostor);
+		close(memfd);
+		close(named);
+		unlink("/tmp/kvm-vm");
+		close(ksg);
+	}
+
 	/* ENOENT */
 	expect(0, vm->fd, 2, ENOENT, "vcpu == nr_vcpus (2)");
 	expect(0, vm->fd, 5, ENOENT, "vcpu 5: the vcpu_id, not an index");
@@ -248,8 +385,8 @@ int main(void)
 	req.pid = freepid;
 	req.fd = -1;
 	req.vcpu = 99;
-	req.flags = 1;
-	expect_req(&req, EINVAL, "flags 1 + free pid + fd -1: request first");
+	req.flags = 2;
+	expect_req(&req, EINVAL, "flags 2 + free pid + fd -1: request first");
 	req.flags = 0;
 	req.reserved[1] = 1;
 	expect_req(&req, EINVAL, "reserved + free pid + fd -1: request first");
@@ -266,6 +403,8 @@ int main(void)
 	expect(0, pipefd[0], 99, EINVAL, "pipe + vcpu 99: fd type before vcpu");
 	expect(0, vm->vcpus[1]->fd, 99, EINVAL,
 	       "vCPU fd + vcpu 99: fd type before vcpu");
+
+	check_pidfd(me, vm, pipefd[0], unused);
 
 	/* EFAULT */
 	r = __test_ioctl(dev, KVMSTATS_GET_STATS_FD, 0);

@@ -4,13 +4,17 @@
  * fds at once; per-op errors (-EBADF, -EINVAL for native stats fds, other
  * files, flags and offsets, -EFAULT for bad buffers) leave the other ops
  * alone; the batch fails as a whole only for its own fields, an
- * unreadable op array or an unwritable result.
+ * unreadable op array or an unwritable result.  Like pread, an op that
+ * reads bytes is accounted to the task's I/O and is an access event for
+ * inotify (the same fsnotify hook).
  */
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <poll.h>
+#include <sys/inotify.h>
 #include <sys/mman.h>
 
 #include "kvmstats_util.h"
@@ -24,6 +28,69 @@ static int dev;
 static int batch(struct kvmstats_read_op *ops, uint32_t nr)
 {
 	return __kvmstats_read_batch(dev, ops, nr);
+}
+
+/* rchar and syscr of this process (/proc/self/io). */
+static void io_counts(unsigned long long *rchar, unsigned long long *syscr)
+{
+	char line[128];
+	FILE *f = fopen("/proc/self/io", "r");
+
+	*rchar = *syscr = 0;
+	while (f && fgets(line, sizeof(line), f)) {
+		sscanf(line, "rchar: %llu", rchar);
+		sscanf(line, "syscr: %llu", syscr);
+	}
+	if (f)
+		fclose(f);
+}
+
+/* Whether an IN_ACCESS event arrived on @ino within 2 s. */
+static bool access_event(int ino)
+{
+	struct pollfd p = { .fd = ino, .events = POLLIN };
+
+	return poll(&p, 1, 2000) == 1;
+}
+
+/*
+ * READ_BATCH tells the rest of the kernel what pread tells it: the task's
+ * I/O accounting (rchar, syscr) and inotify's access event.  Every
+ * anonymous-inode file shares one inode, and reading the inotify fd is
+ * itself an access to it, so the watch is one-shot and armed just before
+ * the read it is to see.
+ */
+static void check_accounting(int fd)
+{
+	unsigned long long r0, s0, r1, s1, r2, s2;
+	struct kvmstats_read_op op = { .fd = fd };
+	char buf[64], path[64];
+	int ino;
+
+	op.buf = (uint64_t)(uintptr_t)buf;
+	op.len = sizeof(buf);
+	io_counts(&r0, &s0);
+	if (pread(fd, buf, sizeof(buf), 0) != sizeof(buf))
+		tap_diag("pread: %s", strerror(errno));
+	io_counts(&r1, &s1);
+	batch(&op, 1);
+	io_counts(&r2, &s2);
+	/* Reading /proc/self/io is itself a read: subtract the first's. */
+	tap_check(op.result == sizeof(buf) && r2 - r1 == r1 - r0 &&
+			  s2 - s1 == s1 - s0,
+		  "a READ_BATCH op is accounted as a pread (rchar +%llu, syscr +%llu; pread +%llu, +%llu)",
+		  r2 - r1, s2 - s1, r1 - r0, s1 - s0);
+
+	ino = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	if (ino < 0 || inotify_add_watch(ino, path, IN_ACCESS | IN_ONESHOT) < 0) {
+		tap_check(0, "inotify watch on a stats fd: %s", strerror(errno));
+		return;
+	}
+	batch(&op, 1);
+	tap_check(op.result == sizeof(buf) && access_event(ino),
+		  "a READ_BATCH op is an access event for inotify, as a pread is");
+	close(ino);
 }
 
 int main(void)
@@ -262,6 +329,7 @@ int main(void)
 		KVMSTATS_BATCH_MAX);
 	free(many);
 
+	check_accounting(fds[0]);
 	close(native);
 	close(pipefd[0]);
 	close(pipefd[1]);

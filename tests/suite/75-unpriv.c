@@ -2,7 +2,10 @@
 /*
  * Policy: /dev/kvmstats is 0600 root:root, so a process that dropped to
  * nobody cannot open it (EACCES), yet a stats fd handed to it by root,
- * inherited by fork or passed with SCM_RIGHTS, stays readable.
+ * inherited by fork or passed with SCM_RIGHTS, stays readable.  Handed the
+ * device itself (as a group member would open it), nobody reads root's
+ * VM, but learns nothing more of root's fds than /proc would tell it:
+ * "not open" and "open, not a VM" are one answer, EBADF.
  */
 #include <fcntl.h>
 #include <grp.h>
@@ -17,6 +20,45 @@
 
 #define NOBODY	 65534
 #define IO_EXITS 42
+
+/* Root's side, as numbers the child may ask about. */
+static pid_t root_pid;
+static int root_vm_fd, root_other_fd, root_unused_fd;
+
+static void expect_errno(int dev, pid_t pid, int fd, int want,
+			 const char *what)
+{
+	int r = __kvmstats_get_stats_fd(dev, pid, fd, -1);
+
+	if (r >= 0)
+		close(r);
+	tap_check(r == -want, "as nobody: %s: %s (got %s)", what,
+		  strerror(want), r >= 0 ? "an fd" : strerror(-r));
+}
+
+/* As nobody, with the device root opened. */
+static void no_probing(int dev)
+{
+	int p[2], r;
+
+	r = __kvmstats_get_stats_fd(dev, root_pid, root_vm_fd, 0);
+	tap_check(r >= 0 && stats_read_stat(r, "io_exits") == IO_EXITS,
+		  "as nobody with the device: root's VM is readable (%s)",
+		  r >= 0 ? "ok" : strerror(-r));
+	if (r >= 0)
+		close(r);
+	expect_errno(dev, root_pid, root_other_fd, EBADF,
+		     "root's open non-VM fd (a native stats fd) answers as not open");
+	expect_errno(dev, root_pid, root_unused_fd, EBADF,
+		     "root's unused fd number");
+	expect_errno(dev, root_pid, 0, EBADF, "root's stdin");
+	if (pipe(p))
+		return;
+	expect_errno(dev, 0, p[0], EINVAL,
+		     "its own pipe: its own fds are its to know");
+	close(p[0]);
+	close(p[1]);
+}
 
 static int unprivileged(int inherited, int sock)
 {
@@ -52,10 +94,17 @@ static int unprivileged(int inherited, int sock)
 
 	/* Tell root we dropped privileges, then receive a fresh stats fd. */
 	c = 'd';
-	if (write(sock, &c, 1) != 1 ||
-	    recv_fds(sock, &c, 1, &received, 1) != 1) {
-		tap_fail("as nobody: no stats fd received over SCM_RIGHTS");
-		return 1;
+	{
+		int got[2] = { -1, -1 };
+
+		if (write(sock, &c, 1) != 1 ||
+		    recv_fds(sock, &c, 1, got, 2) != 2) {
+			tap_fail("as nobody: no stats fd received over SCM_RIGHTS");
+			return 1;
+		}
+		received = got[0];
+		no_probing(got[1]);
+		close(got[1]);
 	}
 	tap_eq(stats_read_stat(received, "io_exits"), IO_EXITS,
 	       "as nobody: a stats fd received over SCM_RIGHTS reads io_exits %d",
@@ -94,6 +143,12 @@ int main(void)
 	stats_fds_identical(ours, native,
 			    "root: vCPU file identical to native");
 
+	root_pid = getpid();
+	root_vm_fd = vm->fd;
+	root_other_fd = native;
+	root_unused_fd = 1000;
+	while (fcntl(root_unused_fd, F_GETFD) != -1)
+		root_unused_fd++;
 	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv))
 		tap_bail("socketpair: %s", strerror(errno));
 	fflush(stdout);
@@ -107,8 +162,12 @@ int main(void)
 	}
 	close(sv[1]);
 	if (read(sv[0], &c, 1) == 1) {
+		int both[2];
+
 		fresh = kvmstats_get_stats_fd(dev, 0, vm->fd, 0);
-		if (send_fds(sv[0], "f", 1, &fresh, 1))
+		both[0] = fresh;
+		both[1] = dev;
+		if (send_fds(sv[0], "f", 1, both, 2))
 			tap_fail("sending the stats fd: %s", strerror(errno));
 		close(fresh);
 	} else {

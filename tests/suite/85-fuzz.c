@@ -68,6 +68,7 @@ static struct vm *vm;
 static struct child_vmm child;
 static pid_t thread_tid, reaped_pid, self_pid;
 static int vm_dup, native_vm_stats, native_vcpu_stats;
+static int self_pidfd, child_pidfd, impostor_fd;
 static int other_fds[16], nr_other;
 static int closed_fds[8], nr_closed;
 static long pid_max;
@@ -316,6 +317,9 @@ static enum fdkind fd_kind(pid_t pid, int fd)
 	if (n < 0)
 		return FK_NONE;
 	link[n] = 0;
+	/* The guest helper's impostor is named like a VM file. */
+	if (pid == self_pid && fd == impostor_fd)
+		return FK_OTHER;
 	return strcmp(link, "anon_inode:kvm-vm") ? FK_OTHER : FK_VM;
 }
 
@@ -382,10 +386,21 @@ static uint64_t getfd_oracle(const struct kvmstats_fd_request *q)
 	pid_t pid = q->pid;
 	enum fdkind k;
 
-	if (q->flags || q->reserved[0] || q->reserved[1] || q->vcpu < -1)
+	if ((q->flags & ~KVMSTATS_FD_PIDFD) || q->reserved[0] ||
+	    q->reserved[1] || q->vcpu < -1)
 		return R(EINVAL);
-	if (pid == 0)
+	if (q->flags & KVMSTATS_FD_PIDFD) {
+		/* @pid is an fd of ours: a pidfd, or not open, or not one. */
+		if (q->pid == self_pidfd)
+			pid = self_pid;
+		else if (q->pid == child_pidfd)
+			pid = child.info.pid;
+		else
+			return fd_kind(self_pid, q->pid) == FK_NONE ? R(EBADF) :
+								      R(EINVAL);
+	} else if (pid == 0) {
 		pid = self_pid;
+	}
 	if (pid < 0 || pid >= pid_max || pid == thread_tid || pid == reaped_pid)
 		return R(ESRCH);
 	if (pid != self_pid && pid != child.info.pid && pid != 1)
@@ -529,6 +544,21 @@ static void act_getfd(void)
 		q.reserved[rng_below(&rng, 2)] = 1ull << rng_below(&rng, 64);
 	if (rng_chance(&rng, 2))
 		q.flags = (uint32_t)rng_next(&rng);
+	if (rng_chance(&rng, 15)) {
+		/* By pidfd: ours, the child's, or any other fd. */
+		q.flags = KVMSTATS_FD_PIDFD;
+		switch (rng_below(&rng, 4)) {
+		case 0:
+			q.pid = self_pidfd;
+			break;
+		case 1:
+			q.pid = child_pidfd;
+			break;
+		default:
+			q.pid = pick_fd();
+			break;
+		}
+	}
 
 	arg = place_struct(k, &q, sizeof(q), &readable, &writable);
 	r = __test_ioctl(dev, KVMSTATS_GET_STATS_FD, arg);
@@ -543,6 +573,66 @@ static void act_getfd(void)
 		    res_str(r, b1, sizeof(b1)), (unsigned long long)set);
 	if (r >= 0)
 		check_new_fd((int)r, &q);
+}
+
+/* KVMSTATS_LIST_PIDFD: our pidfd, the child's, or any other fd. */
+static void act_list_pidfd(void)
+{
+	struct kvmstats_pidfd_list *l = (void *)bufs;
+	struct kvmstats_vm want[8];
+	uint32_t room = rng_below(&rng, 3);
+	int i, nwant = 0;
+	uint64_t set;
+	pid_t pid = 0;
+	char b1[32];
+	long r;
+
+	memset(l, 0xa5, 4096);
+	memset(l, 0, sizeof(*l));
+	switch (rng_below(&rng, 3)) {
+	case 0:
+		l->pidfd = self_pidfd;
+		pid = self_pid;
+		break;
+	case 1:
+		l->pidfd = child_pidfd;
+		pid = child.info.pid;
+		break;
+	default:
+		l->pidfd = pick_fd();
+		if (l->pidfd == self_pidfd)
+			pid = self_pid;
+		else if (l->pidfd == child_pidfd)
+			pid = child.info.pid;
+		break;
+	}
+	if (rng_chance(&rng, 10))
+		l->flags = 1u << rng_below(&rng, 32);
+	if (rng_chance(&rng, 10))
+		l->reserved = 1u << rng_below(&rng, 32);
+	l->nr = room;
+	for (i = 0; pid && i < expect_nr; i++)
+		if (expect_list[i].pid == pid)
+			want[nwant++] = expect_list[i];
+
+	r = __test_ioctl(dev, KVMSTATS_LIST_PIDFD, (uint64_t)(uintptr_t)l);
+	if (l->flags || l->reserved)
+		set = R(EINVAL);
+	else if (!pid)
+		set = fd_kind(self_pid, l->pidfd) == FK_NONE ? R(EBADF) :
+							       R(EINVAL);
+	else
+		set = room < (uint32_t)nwant ? R(E2BIG) : R_OK_;
+	if (!allowed(set, r)) {
+		bad(A_LIST, "LIST_PIDFD pidfd %d flags %#x reserved %#x: got %s, allowed mask %#llx",
+		    l->pidfd, l->flags, l->reserved, res_str(r, b1, sizeof(b1)),
+		    (unsigned long long)set);
+		return;
+	}
+	if ((r == 0 || r == -E2BIG) && l->nr != (uint32_t)nwant)
+		bad(A_LIST, "LIST_PIDFD nr out %u, expected %d", l->nr, nwant);
+	if (r == 0 && memcmp(l->vms, want, nwant * sizeof(want[0])))
+		bad(A_LIST, "LIST_PIDFD entries differ from the expected list");
 }
 
 static void act_list(void)
@@ -596,6 +686,10 @@ static void act_list(void)
 		arg = place_struct(k, &hdr, sizeof(hdr), &readable, &writable);
 	}
 
+	if (rng_chance(&rng, 25)) {
+		act_list_pidfd();
+		return;
+	}
 	r = __test_ioctl(dev, KVMSTATS_LIST_VMS, arg);
 	fit = hdr.nr < (uint32_t)expect_nr ? hdr.nr : (uint32_t)expect_nr;
 	room_bytes = sizeof(hdr) + (size_t)fit * sizeof(struct kvmstats_vm);
@@ -891,7 +985,8 @@ static unsigned long random_cmd(void)
 static bool is_our_cmd(unsigned long cmd)
 {
 	return cmd == KVMSTATS_GET_API_VERSION || cmd == KVMSTATS_LIST_VMS ||
-	       cmd == KVMSTATS_GET_STATS_FD || cmd == KVMSTATS_READ_BATCH;
+	       cmd == KVMSTATS_GET_STATS_FD || cmd == KVMSTATS_READ_BATCH ||
+	       cmd == KVMSTATS_LIST_PIDFD;
 }
 
 static void act_other_cmd(void)
@@ -1294,6 +1389,17 @@ static void setup(void)
 	other_fds[nr_other++] = native_vcpu_stats;
 	other_fds[nr_other++] = child.native_vm_stats;
 	other_fds[nr_other++] = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+	self_pidfd = pidfd_open_or_fail(self_pid);
+	child_pidfd = pidfd_open_or_fail(child.info.pid);
+	other_fds[nr_other++] = self_pidfd;
+	other_fds[nr_other++] = child_pidfd;
+	{
+		int ksg = ksg_test_open();
+
+		impostor_fd = ksg_impostor(ksg);
+		close(ksg);
+		other_fds[nr_other++] = impostor_fd;
+	}
 	for (i = 0; i < nr_other; i++)
 		if (other_fds[i] < 0)
 			tap_bail("setting up the fd zoo: %s", strerror(errno));

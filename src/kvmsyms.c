@@ -1,0 +1,194 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * What kvmstats needs of KVM and KVM does not export, read once at load
+ * from the loaded kvm module's own symbol table:
+ *
+ *   kvm_vm_stats_header    kvm_vm_stats_desc      the VM stats file's fixed part
+ *   kvm_vcpu_stats_header  kvm_vcpu_stats_desc    the vCPU stats file's
+ *   kvm_vm_fops                                   what makes a file a VM file
+ *
+ * Reading the running KVM's own tables, rather than tables written for a
+ * kernel series, is what lets one source tree serve every kernel with
+ * binary stats byte for byte, including kernels whose KVM adds or reorders
+ * statistics (a new release, a distribution backport): there is nothing to
+ * go stale between the kernel kvmstats was written for and the one it runs
+ * on.  desc.c then proves that the tables describe exactly the stat structs
+ * of the headers kvmstats was built against, and refuses to load if not.
+ *
+ * The symbols are static or exported to nobody, so they are looked up the
+ * way the kernel's own kallsyms does for modules: in the module's core
+ * symbol table (struct mod_kallsyms), which Debian and the other
+ * distributions keep for data objects too (CONFIG_KALLSYMS_ALL).  The kvm
+ * module itself is found by name among the module kobjects (the kset that
+ * holds our own module's kobject).  Everything read here belongs to kvm,
+ * which cannot be unloaded while kvmstats is loaded: kvmstats uses its
+ * exports, so the module loader counts kvmstats as a user of kvm.
+ *
+ * kvm_vm_fops stands in for file_is_kvm(), which newer kernels export only
+ * to kvm-amd and kvm-intel: kvmstats_is_vm_file() makes exactly the test
+ * file_is_kvm() makes, a comparison of the file's operations with KVM's VM
+ * file operations.  No process can make a file with those operations but
+ * through KVM_CREATE_VM, so an ordinary file, a memfd or another anon-inode
+ * file named "kvm-vm" is never taken for one, and a file's private_data is
+ * only read once the test has passed.
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/elf.h>
+#include <linux/kobject.h>
+#include <linux/module.h>
+#include <linux/slab.h>
+#include <linux/string.h>
+
+#include "kvmstats.h"
+
+static const struct file_operations *kvmstats_kvm_vm_fops __ro_after_init;
+
+bool kvmstats_is_vm_file(const struct file *file)
+{
+	return file && file->f_op == kvmstats_kvm_vm_fops;
+}
+
+/* The loaded kvm module, or NULL.  Pinned by our use of its exports. */
+static struct module *kvmstats_find_kvm(void)
+{
+	struct kset *modules = THIS_MODULE->mkobj.kobj.kset;
+	struct module_kobject *mk;
+	struct kobject *kobj;
+	struct module *mod;
+
+	if (!modules)
+		return NULL;
+	kobj = kset_find_obj(modules, "kvm");
+	if (!kobj)
+		return NULL;
+	/* Built-in code with parameters has a kobject too, without a module. */
+	mk = container_of(kobj, struct module_kobject, kobj);
+	mod = mk->mod;
+	kobject_put(kobj);
+	return mod;
+}
+
+/*
+ * The address and size of the data object @name in @ks, which must be
+ * defined exactly once.
+ */
+static int kvmstats_find_object(const struct mod_kallsyms *ks, const char *name,
+				const void **addr, size_t *size)
+{
+	const Elf_Sym *found = NULL;
+	unsigned int i;
+
+	for (i = 0; i < ks->num_symtab; i++) {
+		const Elf_Sym *sym = &ks->symtab[i];
+
+		if (sym->st_shndx == SHN_UNDEF ||
+		    strcmp(ks->strtab + sym->st_name, name))
+			continue;
+		if (found) {
+			pr_err("kvm defines %s twice\n", name);
+			return -EINVAL;
+		}
+		found = sym;
+	}
+	if (!found) {
+		pr_err("kvm's symbol table has no %s\n", name);
+		return -ENOENT;
+	}
+	if (ELF_ST_TYPE(found->st_info) != STT_OBJECT || !found->st_size ||
+	    !found->st_value) {
+		pr_err("kvm's %s is not a data object\n", name);
+		return -EINVAL;
+	}
+	*addr = (const void *)(unsigned long)found->st_value;
+	*size = found->st_size;
+	return 0;
+}
+
+/* Copy the header @hname and the descriptors @dname into @t. */
+static int kvmstats_copy_table(const struct mod_kallsyms *ks, const char *hname,
+			       const char *dname, struct kvmstats_ktable *t)
+{
+	const void *addr;
+	size_t size;
+	int ret;
+
+	ret = kvmstats_find_object(ks, hname, &addr, &size);
+	if (ret)
+		return ret;
+	if (size != sizeof(t->header)) {
+		pr_err("kvm's %s is %zu bytes, not %zu\n", hname, size,
+		       sizeof(t->header));
+		return -EINVAL;
+	}
+	memcpy(&t->header, addr, size);
+
+	ret = kvmstats_find_object(ks, dname, &addr, &size);
+	if (ret)
+		return ret;
+	t->desc = kmemdup(addr, size, GFP_ATOMIC);
+	if (!t->desc)
+		return -ENOMEM;
+	t->desc_size = size;
+	return 0;
+}
+
+static int kvmstats_read_kvm(struct module *kvm, struct kvmstats_ktable *vm,
+			     struct kvmstats_ktable *vcpu)
+{
+	const struct mod_kallsyms *ks;
+	const void *fops;
+	size_t size;
+	int ret;
+
+	/*
+	 * The symbol table of a live module does not change, but it is
+	 * published under RCU (RCU-sched before 6.15): hold both.
+	 */
+	rcu_read_lock();
+	preempt_disable();
+	ks = rcu_dereference_sched(kvm->kallsyms);
+	ret = kvmstats_copy_table(ks, "kvm_vm_stats_header",
+				  "kvm_vm_stats_desc", vm);
+	if (!ret)
+		ret = kvmstats_copy_table(ks, "kvm_vcpu_stats_header",
+					  "kvm_vcpu_stats_desc", vcpu);
+	if (!ret)
+		ret = kvmstats_find_object(ks, "kvm_vm_fops", &fops, &size);
+	preempt_enable();
+	rcu_read_unlock();
+	if (ret)
+		return ret;
+
+	/* A struct file_operations whose llseek is the one KVM uses. */
+	if (size != sizeof(struct file_operations) ||
+	    ((const struct file_operations *)fops)->llseek != noop_llseek) {
+		pr_err("kvm's kvm_vm_fops is not the VM file operations\n");
+		return -EINVAL;
+	}
+	kvmstats_kvm_vm_fops = fops;
+	return 0;
+}
+
+int kvmstats_kvm_init(struct kvmstats_ktable *vm, struct kvmstats_ktable *vcpu)
+{
+	struct module *kvm = kvmstats_find_kvm();
+	int ret;
+
+	if (!kvm) {
+		pr_err("the kvm module is not loaded\n");
+		return -ENOENT;
+	}
+	ret = kvmstats_read_kvm(kvm, vm, vcpu);
+	if (ret)
+		kvmstats_kvm_exit(vm, vcpu);
+	return ret;
+}
+
+void kvmstats_kvm_exit(struct kvmstats_ktable *vm, struct kvmstats_ktable *vcpu)
+{
+	kfree(vm->desc);
+	kfree(vcpu->desc);
+	vm->desc = NULL;
+	vcpu->desc = NULL;
+}

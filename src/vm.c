@@ -1,0 +1,262 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * The VMs behind open stats files, and what happens when their VMM goes.
+ *
+ * A stats file reads its VM's or vCPU's statistics live, straight from
+ * struct kvm / struct kvm_vcpu, which needs a reference on the VM.  But a
+ * VM reference keeps everything the VM holds (guest memory pinned by SEV,
+ * its ASID, page tables, KVM's hold on hardware virtualization, the vendor
+ * module), and only the last reference lets kvm_destroy_vm() give it back.
+ * So kvmstats holds one only while the VM can still change, and no longer:
+ *
+ *   - Every VM with open stats files has a tracker here (struct
+ *     kvmstats_tracker) with the one VM reference its files read through, and
+ *     an MMU notifier on the address space of the process that created the
+ *     VM (kvm->mm).
+ *   - When that address space is torn down (its last user exits or execs),
+ *     the notifier's ->release runs.  KVM refuses every ioctl from another
+ *     address space, so the VM can never run again: its statistics are
+ *     final.  ->release copies each file's data into the file's own buffer
+ *     (allocated with the file, so freezing cannot fail) and switches the
+ *     file to it; then a work item waits for readers of the old pointers
+ *     and drops the VM and vendor module references.  kvm_destroy_vm()
+ *     then runs as if kvmstats were not there, when the VMM's own fds go.
+ *   - A tracker is registered after its VM was created, so its ->release
+ *     runs before KVM's own notifier for that VM flushes the VM's MMU: the
+ *     frozen values are those the VMM's last moment left.
+ *
+ * The read path takes no lock: a reader loads the file's data pointer
+ * under kvmstats_srcu, whose read side is a per-CPU counter, and copies
+ * from it.  The switch is a pointer store; the references go only after
+ * synchronize_srcu(), when no reader can still hold the old pointer.
+ *
+ * kvmstats_vm_lock (a mutex, never taken by readers) guards the table of
+ * trackers, their file lists and the switch itself.  Trackers are torn
+ * down by one work item, which needs no lock of ours while it unregisters
+ * notifiers, so ->release (called by the mm code, which waits for it) may
+ * always take the mutex.
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/hashtable.h>
+#include <linux/mmu_notifier.h>
+#include <linux/module.h>
+#include <linux/mutex.h>
+#include <linux/sched/mm.h>
+#include <linux/slab.h>
+#include <linux/workqueue.h>
+
+#include "kvmstats.h"
+
+DEFINE_SRCU(kvmstats_srcu);
+atomic_t kvmstats_live_vms = ATOMIC_INIT(0);
+
+enum kvmstats_vm_state {
+	KVMSTATS_VM_NEW,	/* being set up by kvmstats_vm_attach() */
+	KVMSTATS_VM_LIVE,	/* in the table, its files read live */
+	KVMSTATS_VM_REAPED,	/* on the reap list */
+};
+
+struct kvmstats_tracker {
+	struct kvmstats_vm_ref ref;	/* what live files read through */
+	struct mmu_notifier mn;		/* on the creator's mm */
+	bool registered;		/* mn is registered */
+	bool released;			/* the creator's mm is gone */
+	enum kvmstats_vm_state state;
+	struct hlist_node node;		/* in kvmstats_vms while LIVE */
+	struct list_head files;		/* live stats files */
+	struct list_head reap_node;	/* on kvmstats_reap_list */
+};
+
+static DEFINE_MUTEX(kvmstats_vm_lock);
+static DEFINE_HASHTABLE(kvmstats_vms, 8);
+static LIST_HEAD(kvmstats_reap_list);
+
+static void kvmstats_reap(struct work_struct *work);
+static DECLARE_WORK(kvmstats_reap_work, kvmstats_reap);
+
+static struct kvmstats_tracker *kvmstats_vm_find(const struct kvm *kvm)
+{
+	struct kvmstats_tracker *vm;
+
+	lockdep_assert_held(&kvmstats_vm_lock);
+	hash_for_each_possible(kvmstats_vms, vm, node, (unsigned long)kvm)
+		if (vm->ref.kvm == kvm)
+			return vm;
+	return NULL;
+}
+
+/* Give @vm to the reaper, which drops what it holds and frees it. */
+static void kvmstats_vm_reap(struct kvmstats_tracker *vm)
+{
+	lockdep_assert_held(&kvmstats_vm_lock);
+	if (vm->state == KVMSTATS_VM_LIVE)
+		hash_del(&vm->node);
+	vm->state = KVMSTATS_VM_REAPED;
+	list_add_tail(&vm->reap_node, &kvmstats_reap_list);
+	queue_work(system_wq, &kvmstats_reap_work);
+}
+
+/* Serve @sf's data from its own copy from now on. */
+static void kvmstats_freeze_file(struct kvmstats_file *sf)
+{
+	memcpy(sf->frozen, sf->live, sf->layout->data_size);
+	rcu_assign_pointer(sf->data, (const void *)sf->frozen);
+	sf->vm = NULL;
+}
+
+/* The creator's address space is going: freeze every file of the VM. */
+static void kvmstats_mn_release(struct mmu_notifier *mn, struct mm_struct *mm)
+{
+	struct kvmstats_tracker *vm = container_of(mn, struct kvmstats_tracker, mn);
+	struct kvmstats_file *sf, *tmp;
+
+	mutex_lock(&kvmstats_vm_lock);
+	vm->released = true;
+	if (vm->state == KVMSTATS_VM_LIVE) {
+		list_for_each_entry_safe(sf, tmp, &vm->files, vm_node) {
+			list_del(&sf->vm_node);
+			kvmstats_freeze_file(sf);
+		}
+		kvmstats_vm_reap(vm);
+		pr_debug("froze the statistics of %s\n", vm->ref.kvm->stats_id);
+	}
+	mutex_unlock(&kvmstats_vm_lock);
+}
+
+static const struct mmu_notifier_ops kvmstats_mn_ops = {
+	.release = kvmstats_mn_release,
+};
+
+static void kvmstats_reap(struct work_struct *work)
+{
+	struct kvmstats_tracker *vm, *tmp;
+	LIST_HEAD(list);
+
+	mutex_lock(&kvmstats_vm_lock);
+	list_splice_init(&kvmstats_reap_list, &list);
+	mutex_unlock(&kvmstats_vm_lock);
+	if (list_empty(&list))
+		return;
+
+	/* Readers that loaded a live pointer before a freeze are done. */
+	synchronize_srcu(&kvmstats_srcu);
+
+	/*
+	 * The VM references go first, all of them: unregistering a notifier
+	 * waits for a grace period of the mm code's own, and after many VMMs
+	 * died at once that wait must not keep their VMs alive.
+	 */
+	list_for_each_entry(vm, &list, reap_node) {
+		if (vm->ref.kvm) {
+			kvmstats_vm_ref_put(&vm->ref);
+			vm->ref.kvm = NULL;
+			atomic_dec(&kvmstats_live_vms);
+		}
+	}
+	list_for_each_entry_safe(vm, tmp, &list, reap_node) {
+		if (vm->registered)
+			mmu_notifier_unregister(&vm->mn, vm->mn.mm);
+		kfree(vm);
+	}
+}
+
+static void kvmstats_vm_add_file(struct kvmstats_tracker *vm,
+				 struct kvmstats_file *sf)
+{
+	list_add_tail(&sf->vm_node, &vm->files);
+	sf->vm = vm;
+}
+
+/*
+ * Attach the new, not yet installed stats file @sf to its VM, whose
+ * reference the caller found in @ref: @sf then reads live through the VM's
+ * tracker, or is frozen at once if the VM's creator has already gone.
+ * Takes over @ref on success; on failure leaves it to the caller.
+ */
+int kvmstats_vm_attach(struct kvmstats_file *sf, struct kvmstats_vm_ref *ref)
+{
+	struct mm_struct *mm = ref->kvm->mm;
+	struct kvmstats_tracker *vm, *new;
+	int ret;
+
+	mutex_lock(&kvmstats_vm_lock);
+	vm = kvmstats_vm_find(ref->kvm);
+	if (vm)
+		kvmstats_vm_add_file(vm, sf);
+	mutex_unlock(&kvmstats_vm_lock);
+	if (vm) {
+		/* The tracker's reference serves this file too. */
+		kvmstats_vm_ref_put(ref);
+		return 0;
+	}
+
+	new = kzalloc(sizeof(*new), GFP_KERNEL_ACCOUNT);
+	if (!new)
+		return -ENOMEM;
+	INIT_LIST_HEAD(&new->files);
+	new->mn.ops = &kvmstats_mn_ops;
+
+	/*
+	 * Registering needs a user of the mm; with none left, the creator
+	 * is gone.  The mmput() may be the last and run ->release itself.
+	 */
+	if (mmget_not_zero(mm)) {
+		ret = mmu_notifier_register(&new->mn, mm);
+		mmput(mm);
+		if (ret) {
+			kfree(new);
+			return ret;
+		}
+		new->registered = true;
+	} else {
+		new->released = true;
+	}
+
+	mutex_lock(&kvmstats_vm_lock);
+	vm = kvmstats_vm_find(ref->kvm);
+	if (vm || new->released) {
+		/* Another file raced us here, or the creator is gone. */
+		if (vm)
+			kvmstats_vm_add_file(vm, sf);
+		else
+			kvmstats_freeze_file(sf);
+		if (new->registered)
+			kvmstats_vm_reap(new);
+		else
+			kfree(new);
+		mutex_unlock(&kvmstats_vm_lock);
+		kvmstats_vm_ref_put(ref);
+		return 0;
+	}
+	new->ref = *ref;
+	new->state = KVMSTATS_VM_LIVE;
+	hash_add(kvmstats_vms, &new->node, (unsigned long)new->ref.kvm);
+	kvmstats_vm_add_file(new, sf);
+	atomic_inc(&kvmstats_live_vms);
+	mutex_unlock(&kvmstats_vm_lock);
+	return 0;
+}
+
+/* @sf is being released: the last file of a live VM gives its tracker up. */
+void kvmstats_vm_detach(struct kvmstats_file *sf)
+{
+	struct kvmstats_tracker *vm;
+
+	mutex_lock(&kvmstats_vm_lock);
+	vm = sf->vm;
+	if (vm) {
+		list_del(&sf->vm_node);
+		sf->vm = NULL;
+		if (list_empty(&vm->files))
+			kvmstats_vm_reap(vm);
+	}
+	mutex_unlock(&kvmstats_vm_lock);
+}
+
+/* Module exit: every file is gone; wait for the reaper's last run. */
+void kvmstats_vm_exit(void)
+{
+	flush_work(&kvmstats_reap_work);
+	WARN_ON(!hash_empty(kvmstats_vms));
+}
