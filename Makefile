@@ -48,10 +48,22 @@ clean:
 # ---------------------------------------------------------------------------
 USER_CC ?= cc
 USER_CFLAGS ?= -Wall -Wextra -O2
-USER_CPPFLAGS := -Iinclude -Iinclude/uapi
+# The release, from VERSION and nowhere else: the library's
+# kvmstats_version(), the tool's --version and libkvmstats.pc get it here
+# (the library refuses to build if libkvmstats.h's version macros differ).
+RELEASE := $(shell cat $(CURDIR)/VERSION)
+RELEASE_PARTS := $(subst ., ,$(RELEASE))
+RELEASE_CPPFLAGS := -DKVMSTATS_RELEASE='"$(RELEASE)"' \
+	-DKVMSTATS_RELEASE_MAJOR=$(word 1,$(RELEASE_PARTS)) \
+	-DKVMSTATS_RELEASE_MINOR=$(word 2,$(RELEASE_PARTS)) \
+	-DKVMSTATS_RELEASE_PATCH=$(word 3,$(RELEASE_PARTS))
+USER_CPPFLAGS := -Iinclude -Iinclude/uapi $(RELEASE_CPPFLAGS)
 PREFIX ?= /usr/local
+# The soname changes only with an incompatible ABI (never so far); symbols
+# carry versions from src/lib/libkvmstats.map.
 LIB_SONAME := libkvmstats.so.1
-LIB_VERSION := 1.0.0
+LIB_REALNAME := libkvmstats.so.1.$(word 2,$(RELEASE_PARTS)).$(word 3,$(RELEASE_PARTS))
+LIB_MAP := src/lib/libkvmstats.map
 
 LIB_SRCS := src/lib/libkvmstats.c
 LIB_HDRS := include/libkvmstats.h include/uapi/linux/kvmstats.h
@@ -68,45 +80,81 @@ TOOL_OUT := $(BUILD)/tool
 TOOL_STATIC_OUT := $(BUILD)/tool-static
 UNIT_OUT := $(BUILD)/unit
 
-.PHONY: lib tool tool-static unit
+.PHONY: lib tool tool-static unit abi-check abi-baseline
 
 lib: $(LIB_OUT)/libkvmstats.a $(LIB_OUT)/$(LIB_SONAME) $(LIB_OUT)/libkvmstats.pc
 
-$(LIB_OUT)/libkvmstats.o: $(LIB_SRCS) $(LIB_HDRS)
+$(LIB_OUT)/libkvmstats.o: $(LIB_SRCS) $(LIB_HDRS) VERSION
 	@mkdir -p $(@D)
-	$(USER_CC) $(USER_CPPFLAGS) $(USER_CFLAGS) -fPIC -fvisibility=default -c -o $@ $<
+	$(USER_CC) $(USER_CPPFLAGS) $(USER_CFLAGS) -fPIC -c -o $@ $<
 
 $(LIB_OUT)/libkvmstats.a: $(LIB_OUT)/libkvmstats.o
 	rm -f $@ && ar rcs $@ $^
 
-$(LIB_OUT)/$(LIB_SONAME): $(LIB_OUT)/libkvmstats.o
-	$(USER_CC) -shared -Wl,-soname,$(LIB_SONAME) -o $(LIB_OUT)/libkvmstats.so.$(LIB_VERSION) $^ -lm
-	ln -sf libkvmstats.so.$(LIB_VERSION) $@
+$(LIB_OUT)/$(LIB_SONAME): $(LIB_OUT)/libkvmstats.o $(LIB_MAP)
+	rm -f $(LIB_OUT)/libkvmstats.so.1.*
+	$(USER_CC) -shared -Wl,-soname,$(LIB_SONAME) -Wl,--version-script,$(LIB_MAP) \
+		-Wl,--no-undefined -o $(LIB_OUT)/$(LIB_REALNAME) $< -lm
+	ln -sf $(LIB_REALNAME) $@
 	ln -sf $(LIB_SONAME) $(LIB_OUT)/libkvmstats.so
 
-$(LIB_OUT)/libkvmstats.pc: src/lib/libkvmstats.pc.in Makefile
+$(LIB_OUT)/libkvmstats.pc: src/lib/libkvmstats.pc.in Makefile VERSION
 	@mkdir -p $(@D)
-	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(LIB_VERSION)|g' $< > $@
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(RELEASE)|g' $< > $@
+
+# The ABI of libkvmstats.so.1 against the baseline in src/lib/libkvmstats.abi
+# (libabigail's abidiff, Debian's abigail-tools), on a -g build of its own
+# so that types are seen.  make lint runs abi-check; after an intended,
+# compatible change (new functions in a new version node, see
+# libkvmstats.map) refresh the baseline with make abi-baseline and commit it.
+ABI_OUT := $(BUILD)/abi
+ABI_BASELINE := src/lib/libkvmstats.abi
+
+$(ABI_OUT)/$(LIB_SONAME): $(LIB_SRCS) $(LIB_HDRS) $(LIB_MAP) VERSION
+	@mkdir -p $(@D)
+	$(USER_CC) $(USER_CPPFLAGS) -O2 -g -fPIC -shared -Wl,-soname,$(LIB_SONAME) \
+		-Wl,--version-script,$(LIB_MAP) -o $@ $(LIB_SRCS) -lm
+
+abi-check: $(ABI_OUT)/$(LIB_SONAME)
+	@command -v abidiff > /dev/null || { echo "kvmstats: abi-check needs abidiff (apt-get install abigail-tools)" >&2; exit 1; }
+	@missing=$$(grep -oE '\bkvmstats_[a-z0-9_]+\((const |struct |enum |unsigned |int|void|pid_t|uint64_t|size_t|double)' \
+			include/libkvmstats.h | sed 's/(.*//' | sort -u | \
+		while read -r f; do nm -D --defined-only $< | grep -q " $$f@@LIBKVMSTATS_" || echo $$f; done); \
+	if [ -n "$$missing" ]; then \
+		echo "kvmstats: declared in libkvmstats.h but not exported with a version (add to $(LIB_MAP)):" $$missing >&2; \
+		exit 1; \
+	fi
+	@rc=0; abidiff --headers-dir2 include $(ABI_BASELINE) $< || rc=$$?; \
+	if [ $$rc -ne 0 ]; then \
+		echo "kvmstats: the ABI of $(LIB_SONAME) differs from $(ABI_BASELINE) (abidiff status $$rc)" >&2; \
+		echo "kvmstats: an incompatible change needs a new soname; a compatible one a new baseline (make abi-baseline)" >&2; \
+		exit 1; \
+	fi
+	@echo "kvmstats: ABI of $(LIB_SONAME) matches $(ABI_BASELINE)"
+
+abi-baseline: $(ABI_OUT)/$(LIB_SONAME)
+	abidw --headers-dir include --no-corpus-path --no-comp-dir-path --out-file $(ABI_BASELINE) $<
 
 tool: $(TOOL_OUT)/kvmstats
 
-$(TOOL_OUT)/kvmstats: $(TOOL_SRCS) $(TOOL_HDRS) $(LIB_OUT)/libkvmstats.a
+$(TOOL_OUT)/kvmstats: $(TOOL_SRCS) $(TOOL_HDRS) $(LIB_OUT)/libkvmstats.a VERSION
 	@mkdir -p $(@D)
 	$(USER_CC) $(USER_CPPFLAGS) $(USER_CFLAGS) -pthread -o $@ $(TOOL_SRCS) $(LIB_OUT)/libkvmstats.a -lm $(HTTP_LIBS)
 
 tool-static: $(TOOL_STATIC_OUT)/kvmstats
 
-$(TOOL_STATIC_OUT)/kvmstats: $(TOOL_STATIC_SRCS) $(TOOL_HDRS) $(LIB_SRCS) $(LIB_HDRS)
+$(TOOL_STATIC_OUT)/kvmstats: $(TOOL_STATIC_SRCS) $(TOOL_HDRS) $(LIB_SRCS) $(LIB_HDRS) VERSION
 	@mkdir -p $(@D)
 	$(USER_CC) -static $(USER_CPPFLAGS) $(USER_CFLAGS) -o $@ $(TOOL_STATIC_SRCS) $(LIB_SRCS) -lm
 
-# The unit tests link the library and the tool's rendering code (not main).
+# The unit tests link the library and the tool's rendering code (not main);
+# --wrap=ioctl lets them stand in for /dev/kvmstats (a fake device).
 unit: $(UNIT_OUT)/libkvmstats-test
 	$(UNIT_OUT)/libkvmstats-test $(UNIT_OUT)
 
 $(UNIT_OUT)/libkvmstats-test: $(UNIT_SRCS) tests/lib/json_check.h $(LIB_OUT)/libkvmstats.a src/tool/render.c $(TOOL_HDRS)
 	@mkdir -p $(@D)
-	$(USER_CC) $(USER_CPPFLAGS) -Isrc/tool -Itests/lib $(USER_CFLAGS) -o $@ $(UNIT_SRCS) src/tool/render.c $(LIB_OUT)/libkvmstats.a -lm
+	$(USER_CC) $(USER_CPPFLAGS) -Isrc/tool -Itests/lib $(USER_CFLAGS) -Wl,--wrap=ioctl -o $@ $(UNIT_SRCS) src/tool/render.c $(LIB_OUT)/libkvmstats.a -lm
 
 # ---------------------------------------------------------------------------
 # Packaging: DKMS, Debian packages, make demo (issue 6); see packaging/packaging.mk.

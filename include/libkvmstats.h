@@ -13,8 +13,10 @@
  * (-ENOENT, -EBADMSG, ...) and leaves errno alone; kvmstats_strerror()
  * turns one into a sentence.  The library never prints and never exits.
  *   -EBADMSG  the file is not a well-formed stats file (bad header, a
- *             descriptor or block out of bounds, unknown type or unit,
- *             missing NUL terminator, short file);
+ *             descriptor or block out of bounds, missing NUL terminator,
+ *             short file).  A descriptor that is well formed but that this
+ *             library does not understand (a newer kernel's type, unit,
+ *             base or flag) is not an error: see kvmstats_file_skipped();
  *   -EINVAL   a bad argument (NULL pointer, buffer too small, ...);
  *   -EIO      a data read returned fewer bytes than the data block;
  *   anything else comes from the system call that failed.
@@ -22,9 +24,10 @@
  * Thread-safety.  The functions keep no global state.  A struct
  * kvmstats_file is immutable once adopted, so any number of threads may
  * read samples from one file at the same time (each into its own buffer)
- * and query its descriptors.  A struct kvmstats_sweep holds scratch memory:
- * use one per thread.  Freeing an object while another thread uses it is,
- * as usual, the caller's bug.
+ * and query its descriptors; the same holds for a struct kvmstats_vmref.
+ * A struct kvmstats_sweep holds scratch memory: use one per thread.
+ * Freeing an object while another thread uses it is, as usual, the
+ * caller's bug.
  *
  * File descriptors.  The library opens every fd it creates O_CLOEXEC.
  * kvmstats_file_open() and kvmstats_file_adopt() give the stats fd to the
@@ -34,6 +37,14 @@
  * by kvmstats_open_device() is the caller's; the library never closes it.
  * A stats fd keeps its VM's memory alive in the kernel until it is closed,
  * so close the files of VMs that have exited.
+ *
+ * How many fds.  Following a VM takes one stats fd for the VM, one per
+ * vCPU, and one pidfd for its struct kvmstats_vmref: 2 + vCPUs.  A host of
+ * 300 VMs with 4 vCPUs each needs 1800, above the usual soft limit of
+ * 1024.  Long-running users should raise their soft RLIMIT_NOFILE to the
+ * hard limit at start (setrlimit(2); the library never changes limits),
+ * must not use select(2) on fds above FD_SETSIZE (1024), and should treat
+ * -EMFILE from the functions below as "left out", not as a VM's failure.
  */
 #ifndef LIBKVMSTATS_H
 #define LIBKVMSTATS_H
@@ -46,8 +57,40 @@
 extern "C" {
 #endif
 
-#define LIBKVMSTATS_VERSION_MAJOR 1
-#define LIBKVMSTATS_VERSION_MINOR 0
+/*
+ * The version of this header: the kvmstats release (the VERSION file) it
+ * comes from.  kvmstats_version() and kvmstats_version_number() give the
+ * library's at run time, which may be newer.
+ */
+#define LIBKVMSTATS_VERSION_MAJOR 0
+#define LIBKVMSTATS_VERSION_MINOR 1
+#define LIBKVMSTATS_VERSION_PATCH 0
+#define LIBKVMSTATS_VERSION_NUMBER           \
+	((LIBKVMSTATS_VERSION_MAJOR << 16) | \
+	 (LIBKVMSTATS_VERSION_MINOR << 8) | LIBKVMSTATS_VERSION_PATCH)
+
+/*
+ * Growing without breaking callers.  libkvmstats.so.1 keeps its ABI: every
+ * symbol carries a version (LIBKVMSTATS_1, later LIBKVMSTATS_1.1, ...), and
+ * the three public structs below never change size.  Each ends in reserved
+ * space; a later release gives new members that space, and code compiled
+ * against this header keeps working with it.  Why reserved space rather
+ * than opaque handles or a size field: two of them are arrays the caller
+ * indexes (the VM list, the samples of a sweep), which only a fixed
+ * element size keeps simple and cheap, and kvmstats_stat is read field by
+ * field on every sample, where an accessor call per field would cost more
+ * than the read.  The rules:
+ *   - struct kvmstats_stat is only ever made by the library and handed out
+ *     by const pointer; its reserved words are zero;
+ *   - struct kvmstats_vm_info arrays are made by the library; reserved
+ *     words are zero;
+ *   - struct kvmstats_sample is filled by the caller: its reserved words
+ *     must be zero (a designated initializer or memset does it), else the
+ *     sample fails with -EINVAL, so that a member a later release defines
+ *     is never silently ignored by an older library.
+ * Everything else (struct kvmstats_file, struct kvmstats_sweep, struct
+ * kvmstats_vmref) is opaque and reached through functions.
+ */
 
 /* What a statistic counts; the names match QEMU's StatsType. */
 enum kvmstats_type {
@@ -73,7 +116,10 @@ enum kvmstats_base {
 	KVMSTATS_BASE_POW2 = 1,
 };
 
-/* One statistic, as its descriptor describes it. */
+/*
+ * One statistic, as its descriptor describes it.  Made by the library only
+ * (see "Growing" above); 64 bytes on LP64.
+ */
 struct kvmstats_stat {
 	const char *name; /* NUL-terminated, owned by the file */
 	enum kvmstats_type type;
@@ -82,25 +128,39 @@ struct kvmstats_stat {
 	int exponent;	   /* e.g. -9 with SECONDS/POW10: nanoseconds */
 	unsigned int size; /* number of u64 values: 1, or histogram buckets */
 	unsigned int bucket_size; /* linear histograms only, else 0 */
-	unsigned int offset; /* byte offset of the values in the data block */
-	uint32_t flags;	     /* the raw descriptor flags */
+	unsigned int offset;  /* byte offset of the values in the data block */
+	uint32_t flags;	      /* the raw descriptor flags */
+	uint32_t reserved[6]; /* zero */
 };
 
-/* One VM, as listed by /dev/kvmstats (same layout as struct kvmstats_vm). */
+/* One VM, as listed by /dev/kvmstats.  32 bytes. */
 struct kvmstats_vm_info {
 	int32_t pid;	   /* the VMM process, in the caller's pid namespace */
 	int32_t fd;	   /* its VM fd number */
 	uint32_t nr_vcpus; /* online vCPUs */
-	uint32_t flags;
+	uint32_t flags;	   /* the device's flags for the entry (0 today) */
+	uint32_t reserved[4]; /* zero */
 };
 
 struct kvmstats_file;
 struct kvmstats_sweep;
+struct kvmstats_vmref;
+
+/*
+ * The library's version at run time: "0.1.0", and the same as
+ * (major << 16) | (minor << 8) | patch, comparable with
+ * LIBKVMSTATS_VERSION_NUMBER.
+ */
+const char *kvmstats_version(void);
+unsigned int kvmstats_version_number(void);
 
 /* Open /dev/kvmstats (O_RDONLY | O_CLOEXEC): an fd, or -errno. */
 int kvmstats_open_device(void);
 
-/* KVMSTATS_GET_API_VERSION on @devfd: the version, or -errno. */
+/*
+ * KVMSTATS_GET_API_VERSION on @devfd: the version, or -errno.  Version 2
+ * adds pidfd addressing (KVMSTATS_LIST_PIDFD, KVMSTATS_FD_PIDFD).
+ */
 int kvmstats_api_version(int devfd);
 
 /*
@@ -112,12 +172,86 @@ int kvmstats_api_version(int devfd);
 int kvmstats_list_vms(int devfd, struct kvmstats_vm_info **vms);
 
 /*
+ * The same for the one process @pidfd refers to (KVMSTATS_LIST_PIDFD, API
+ * version 2): its VMs, each at its lowest fd for it.  -ENOTTY from a
+ * version 1 device; -ESRCH once the process has exited.
+ */
+int kvmstats_list_pidfd(int devfd, int pidfd, struct kvmstats_vm_info **vms);
+
+/*
  * A new stats fd (O_RDONLY | O_CLOEXEC) for VM fd @fd of process @pid, or
  * for its vCPU index @vcpu (-1: the VM itself), or -errno: -ESRCH (no such
- * process), -EBADF (no such fd), -EINVAL (not a VM fd), -ENOENT (no such
- * vCPU).  The fd is the caller's.
+ * process), -EBADF (no such fd, or not a VM fd when the caller may not
+ * ptrace the process), -EINVAL (not a VM fd), -ENOENT (no such vCPU).  The
+ * fd is the caller's.
  */
 int kvmstats_get_stats_fd(int devfd, pid_t pid, int fd, int vcpu);
+
+/*
+ * The same, naming the process by @pidfd, a pidfd of the caller
+ * (KVMSTATS_FD_PIDFD, API version 2): the answer is about the process the
+ * pidfd refers to even if its pid has been reused.  -EINVAL from a version
+ * 1 device (it knows no flags).
+ */
+int kvmstats_get_stats_fd_pidfd(int devfd, int pidfd, int fd, int vcpu);
+
+/*
+ * A VM named without races: struct kvmstats_vmref holds a pidfd of the VM's
+ * process (pidfd_open(2)), checks with KVMSTATS_LIST_PIDFD that this very
+ * process has the VM at @fd, and from then on asks for stats fds through
+ * the pidfd, so a pid reused after the VMM exits can never hand out
+ * another process's VM.  The pidfd also tells when the VMM has exited
+ * (kvmstats_vmref_exited(), or poll(2) its fd: readable once it exited).
+ *
+ * Fallbacks, each taken once, at open or at the first stats fd: a version
+ * 1 device (-ENOTTY from KVMSTATS_LIST_PIDFD, or -EINVAL for the
+ * KVMSTATS_FD_PIDFD flag) makes the reference address the VM by pid: the
+ * VM is confirmed with KVMSTATS_LIST_VMS instead, and each stats fd is
+ * kept only if the pidfd shows the process still alive after the ioctl
+ * (then the pid still named it).  A kernel without pidfd_open(2) (ENOSYS),
+ * or KVMSTATS_VMREF_PID in @flags, gives pid addressing without a pidfd,
+ * where a pid reused between the listing and the open cannot be told
+ * apart (the stats file's id string still names the VM's creator).
+ *
+ * @fd must be the fd the device lists for the VM (its lowest for it):
+ * otherwise -EBADF.  Other errors: -ESRCH (no such process, or it has
+ * exited), -EMFILE and friends (the pidfd), and those of the ioctls.
+ * @devfd stays the caller's and must stay open while @ref is used.
+ */
+#define KVMSTATS_VMREF_PID 0x1 /* address by pid, hold no pidfd */
+
+int kvmstats_vmref_open(int devfd, pid_t pid, int fd, unsigned int flags,
+			struct kvmstats_vmref **ref);
+void kvmstats_vmref_free(struct kvmstats_vmref *ref);
+
+pid_t kvmstats_vmref_pid(const struct kvmstats_vmref *ref);
+int kvmstats_vmref_fd(const struct kvmstats_vmref *ref);
+
+/* The pidfd (owned by @ref), or -1 when it holds none. */
+int kvmstats_vmref_pidfd(const struct kvmstats_vmref *ref);
+
+/* 1 if stats fds are asked for through the pidfd, 0 if by pid. */
+int kvmstats_vmref_by_pidfd(const struct kvmstats_vmref *ref);
+
+/* The number of vCPUs the device listed when @ref was opened. */
+unsigned int kvmstats_vmref_nr_vcpus(const struct kvmstats_vmref *ref);
+
+/*
+ * A stats fd for the VM (@vcpu -1) or its vCPU @vcpu, the caller's; or
+ * -errno as kvmstats_get_stats_fd(), -ESRCH once the process has exited.
+ */
+int kvmstats_vmref_get_stats_fd(struct kvmstats_vmref *ref, int vcpu);
+
+/* kvmstats_vmref_get_stats_fd() then kvmstats_file_adopt(@adopt_flags). */
+int kvmstats_vmref_file_open(struct kvmstats_vmref *ref, int vcpu,
+			     unsigned int adopt_flags,
+			     struct kvmstats_file **file);
+
+/*
+ * 1 if the VM's process has exited, 0 if it runs, -EOPNOTSUPP when @ref
+ * holds no pidfd; never blocks.
+ */
+int kvmstats_vmref_exited(const struct kvmstats_vmref *ref);
 
 /* kvmstats_file_adopt() flags */
 #define KVMSTATS_ADOPT_BORROW 0x1 /* do not close the fd in _free() */
@@ -148,10 +282,29 @@ const char *kvmstats_file_id(const struct kvmstats_file *file);
 /* 1 if the id names a vCPU ("/vcpu-" in it), 0 for a VM. */
 int kvmstats_file_is_vcpu(const struct kvmstats_file *file);
 
-/* Number of statistics, and statistic @i (NULL if out of range). */
+/*
+ * Number of statistics, and statistic @i (NULL if out of range).  Only
+ * the statistics the library understands are here; see below for the
+ * others.
+ */
 unsigned int kvmstats_file_num_stats(const struct kvmstats_file *file);
 const struct kvmstats_stat *kvmstats_file_stat(const struct kvmstats_file *file,
 					       unsigned int i);
+
+/*
+ * The statistics left out above: well-formed descriptors whose type, unit
+ * or base has a value this library does not know, that set flag bits it
+ * does not know, or whose combination it does not understand (an exponent
+ * whose sign does not fit the unit, a boolean histogram, a linear
+ * histogram without a bucket size, a scalar with several values, ...), as
+ * a newer kernel may add.  Their name, raw flags, size and offset are
+ * those of the descriptor; type, unit and base are the raw field values.
+ * They are not in kvmstats_file_data_size() and cannot be found by name.
+ * The rest of the file is served as usual.
+ */
+unsigned int kvmstats_file_num_skipped(const struct kvmstats_file *file);
+const struct kvmstats_stat *
+kvmstats_file_skipped(const struct kvmstats_file *file, unsigned int i);
 
 /* Index of the statistic called @name, or -ENOENT. */
 int kvmstats_file_find(const struct kvmstats_file *file, const char *name);
@@ -171,30 +324,26 @@ int kvmstats_file_read(const struct kvmstats_file *file, void *buf, size_t len);
 
 /*
  * Value @i (0 for a scalar, the bucket index for a histogram) of @stat in
- * the sample @data.  Bounds are not checked: @i < @stat->size.
+ * the sample @data.  Bounds are not checked: @i < @stat->size.  A plain
+ * function (not inline), so that bindings can call it.
  */
-static inline uint64_t kvmstats_value(const struct kvmstats_stat *stat,
-				      const void *data, unsigned int i)
-{
-	uint64_t v;
-	const unsigned char *p = (const unsigned char *)data + stat->offset +
-				 (size_t)i * sizeof(v);
-
-	__builtin_memcpy(&v, p, sizeof(v));
-	return v;
-}
+uint64_t kvmstats_value(const struct kvmstats_stat *stat, const void *data,
+			unsigned int i);
 
 /*
  * Sweeps: sample many files at once.  For kvmstats fds the data blocks are
  * read with KVMSTATS_READ_BATCH on @devfd, KVMSTATS_BATCH_MAX reads per
  * system call; native KVM fds, or every fd when @devfd is -1 or the module
- * lacks the ioctl (ENOTTY), are read with one pread(2) each.
+ * lacks the ioctl (ENOTTY), are read with one pread(2) each.  64 bytes on
+ * LP64; see "Growing" for the reserved words.
  */
 struct kvmstats_sample {
 	const struct kvmstats_file *file; /* in */
-	void *buf;  /* in: at least kvmstats_file_data_size() bytes */
-	size_t len; /* in: room in buf */
-	int result; /* out: 0, or -errno as kvmstats_file_read() */
+	void *buf;	      /* in: at least kvmstats_file_data_size() bytes */
+	size_t len;	      /* in: room in buf */
+	int result;	      /* out: 0, or -errno as kvmstats_file_read() */
+	uint32_t reserved0;   /* in: must be 0 */
+	uint64_t reserved[4]; /* in: must be 0 */
 };
 
 /*
@@ -208,7 +357,8 @@ void kvmstats_sweep_free(struct kvmstats_sweep *sweep);
 /*
  * Read every sample in @samples[0..@nr).  Returns the number of samples
  * whose result is not 0 (so 0 when all were read), or -errno if the
- * arguments are bad.  No allocation.
+ * arguments are bad.  A sample whose buffer is too small or whose reserved
+ * words are not zero gets -EINVAL.  No allocation.
  */
 int kvmstats_sweep_run(struct kvmstats_sweep *sweep,
 		       struct kvmstats_sample *samples, size_t nr);
@@ -245,7 +395,8 @@ int kvmstats_scale_str(const struct kvmstats_stat *stat, uint64_t raw,
  *   linear: bucket i holds [i*bucket_size, (i+1)*bucket_size);
  *   log2:   bucket 0 holds [0, 1), bucket i >= 1 holds [2^(i-1), 2^i)
  *           (the bucket index is fls64(value));
- *   in both, the last bucket has no upper bound: *@hi is INFINITY.
+ *   in both, the last bucket has no upper bound: *@hi is INFINITY, and so
+ *   is any bound too big for a double (log2 buckets past 1024).
  * Values are integers, so the bucket holds exactly the raw values lo ..
  * hi - 1.  Returns 0, or -EINVAL if @stat is no histogram or @i >= size.
  */

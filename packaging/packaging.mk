@@ -7,6 +7,7 @@
 #                                  and install it for every kernel with headers
 #   make dkms-uninstall            remove every DKMS build and the tree again
 #   make deb                       Debian packages -> build/deb/*.deb
+#   make deb-dkms                  only kvmstats-dkms (arch: all) -> build/deb/
 #   make demo                      boot the 6.12 guest, run sample VMs, show the tool
 #   make demo-shell                the same guest, left at a shell
 #
@@ -24,7 +25,7 @@ DKMS_DEST ?= $(BUILD)/dkms/kvmstats-$(KVMSTATS_VERSION)
 # Kernels dkms-install builds for: every one with headers, unless given.
 DKMS_KERNELS ?= $(notdir $(wildcard /lib/modules/*))
 
-.PHONY: dkms-tree dkms-install dkms-uninstall deb deb-clean demo demo-shell demo-payload
+.PHONY: dkms-tree dkms-install dkms-uninstall deb deb-dkms deb-clean demo demo-shell demo-payload
 
 dkms-tree:
 	@rm -rf $(DKMS_DEST)
@@ -52,7 +53,7 @@ dkms-install:
 		rc=0; dkms install -m kvmstats -v $(KVMSTATS_VERSION) -k $$k || rc=$$?; \
 		case $$rc in \
 		0)	;; \
-		77)	echo "kvmstats: skipped $$k (outside the supported window)" ;; \
+		77)	echo "kvmstats: skipped $$k (see the reason above)" ;; \
 		*)	echo "kvmstats: dkms install for $$k failed ($$rc)" >&2; exit $$rc ;; \
 		esac; \
 	done
@@ -73,6 +74,12 @@ dkms-uninstall:
 DEB_DIR := $(BUILD)/deb
 DEB_SRC := $(DEB_DIR)/kvmstats-$(KVMSTATS_VERSION)
 
+# DEB_PARTS: -b all packages, -A only the architecture-independent one.
+DEB_PARTS ?= -b
+
+deb-dkms:
+	@$(MAKE) --no-print-directory deb DEB_PARTS=-A
+
 deb:
 	@command -v dpkg-buildpackage > /dev/null && command -v dh_dkms > /dev/null || { \
 		echo "kvmstats: make deb needs: apt-get install dpkg-dev debhelper dh-dkms" >&2; exit 1; }
@@ -90,7 +97,7 @@ deb:
 	else \
 		tar --exclude=./build -cf - . | tar -xf - -C $(DEB_SRC); \
 	fi
-	cd $(DEB_SRC) && nice dpkg-buildpackage -us -uc -b
+	cd $(DEB_SRC) && nice dpkg-buildpackage -us -uc $(DEB_PARTS)
 	@ls -1 $(DEB_DIR)/*.deb
 
 deb-clean:

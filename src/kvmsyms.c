@@ -76,11 +76,11 @@ static struct module *kvmstats_find_kvm(void)
 static int kvmstats_find_object(const struct mod_kallsyms *ks, const char *name,
 				const void **addr, size_t *size)
 {
-	const Elf_Sym *found = NULL;
+	const struct elf64_sym *found = NULL;
 	unsigned int i;
 
 	for (i = 0; i < ks->num_symtab; i++) {
-		const Elf_Sym *sym = &ks->symtab[i];
+		const struct elf64_sym *sym = &ks->symtab[i];
 
 		if (sym->st_shndx == SHN_UNDEF ||
 		    strcmp(ks->strtab + sym->st_name, name))
@@ -136,8 +136,9 @@ static int kvmstats_copy_table(const struct mod_kallsyms *ks, const char *hname,
 static int kvmstats_read_kvm(struct module *kvm, struct kvmstats_ktable *vm,
 			     struct kvmstats_ktable *vcpu)
 {
+	const struct file_operations *fops;
 	const struct mod_kallsyms *ks;
-	const void *fops;
+	const void *addr;
 	size_t size;
 	int ret;
 
@@ -154,15 +155,15 @@ static int kvmstats_read_kvm(struct module *kvm, struct kvmstats_ktable *vm,
 		ret = kvmstats_copy_table(ks, "kvm_vcpu_stats_header",
 					  "kvm_vcpu_stats_desc", vcpu);
 	if (!ret)
-		ret = kvmstats_find_object(ks, "kvm_vm_fops", &fops, &size);
+		ret = kvmstats_find_object(ks, "kvm_vm_fops", &addr, &size);
 	preempt_enable();
 	rcu_read_unlock();
 	if (ret)
 		return ret;
 
-	/* A struct file_operations whose llseek is the one KVM uses. */
-	if (size != sizeof(struct file_operations) ||
-	    ((const struct file_operations *)fops)->llseek != noop_llseek) {
+	/* File operations, whose llseek is the one KVM uses. */
+	fops = addr;
+	if (size != sizeof(*fops) || fops->llseek != noop_llseek) {
 		pr_err("kvm's kvm_vm_fops is not the VM file operations\n");
 		return -EINVAL;
 	}

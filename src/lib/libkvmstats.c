@@ -8,14 +8,37 @@
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <linux/kvmstats.h>
 
 #include "libkvmstats.h"
+
+/* The Makefile passes the release from the VERSION file. */
+#ifndef KVMSTATS_RELEASE
+#error "build with -DKVMSTATS_RELEASE=... (see the Makefile)"
+#endif
+#if KVMSTATS_RELEASE_MAJOR != LIBKVMSTATS_VERSION_MAJOR ||     \
+	KVMSTATS_RELEASE_MINOR != LIBKVMSTATS_VERSION_MINOR || \
+	KVMSTATS_RELEASE_PATCH != LIBKVMSTATS_VERSION_PATCH
+#error "VERSION and the LIBKVMSTATS_VERSION_* macros of libkvmstats.h disagree"
+#endif
+
+#ifndef __NR_pidfd_open
+#define __NR_pidfd_open 434 /* the same on every architecture */
+#endif
+
+_Static_assert(sizeof(void *) != 8 || sizeof(struct kvmstats_stat) == 64,
+	       "struct kvmstats_stat never changes size");
+_Static_assert(sizeof(struct kvmstats_vm_info) == 32,
+	       "struct kvmstats_vm_info never changes size");
+_Static_assert(sizeof(void *) != 8 || sizeof(struct kvmstats_sample) == 64,
+	       "struct kvmstats_sample never changes size");
 
 /*
  * The on-disk layout, written out here rather than taken from <linux/kvm.h>
@@ -44,6 +67,8 @@ struct stats_desc {
 #define UNIT_MASK  (0xfu << UNIT_SHIFT)
 #define BASE_SHIFT 8
 #define BASE_MASK  (0xfu << BASE_SHIFT)
+/* Flag bits KVM has not defined: a descriptor with any is not understood. */
+#define KNOWN_FLAGS (TYPE_MASK | UNIT_MASK | BASE_MASK)
 
 /* Sanity limits: far above anything KVM produces, far below trouble. */
 #define MAX_NAME_SIZE  4096u
@@ -59,10 +84,26 @@ struct kvmstats_file {
 	int no_batch; /* set once a batch read refused this fd */
 	uint32_t data_offset;
 	size_t data_size;
-	unsigned int nr;
+	unsigned int nr, nskipped;
 	struct kvmstats_stat *stats;
-	char *names; /* nr * name_size bytes */
+	struct kvmstats_stat *skipped; /* descriptors not understood */
+	char *names;		       /* num_desc * name_size bytes */
 	char *id;
+};
+
+/* How a struct kvmstats_vmref asks for stats fds. */
+enum vmref_mode {
+	BY_PIDFD, /* KVMSTATS_FD_PIDFD: race-free */
+	BY_PID,	  /* version 1 device: pid, checked against the pidfd */
+};
+
+struct kvmstats_vmref {
+	int devfd;
+	pid_t pid;
+	int fd;
+	int pidfd; /* -1: none */
+	int mode;  /* enum vmref_mode; BY_PIDFD -> BY_PID once, atomically */
+	unsigned int nr_vcpus;
 };
 
 struct kvmstats_sweep {
@@ -73,6 +114,17 @@ struct kvmstats_sweep {
 	struct kvmstats_read_op *ops;
 	size_t *index; /* ops[k] reads samples[index[k]] */
 };
+
+const char *kvmstats_version(void)
+{
+	return KVMSTATS_RELEASE;
+}
+
+unsigned int kvmstats_version_number(void)
+{
+	return (KVMSTATS_RELEASE_MAJOR << 16) | (KVMSTATS_RELEASE_MINOR << 8) |
+	       KVMSTATS_RELEASE_PATCH;
+}
 
 int kvmstats_open_device(void)
 {
@@ -88,67 +140,319 @@ int kvmstats_api_version(int devfd)
 	return r < 0 ? -errno : r;
 }
 
-int kvmstats_list_vms(int devfd, struct kvmstats_vm_info **vms)
+/*
+ * One listing ioctl (KVMSTATS_LIST_VMS, or KVMSTATS_LIST_PIDFD of @pidfd
+ * when it is >= 0), retried with more room while it says E2BIG; the
+ * entries copied into a fresh array of struct kvmstats_vm_info.
+ */
+static int list_common(int devfd, int pidfd, struct kvmstats_vm_info **vms)
 {
-	struct kvmstats_vm_list *list = NULL;
-	uint32_t room = 64;
-	int tries;
+	union {
+		struct kvmstats_vm_list all;
+		struct kvmstats_pidfd_list one;
+	} *l = NULL;
+	struct kvmstats_vm_info *out;
+	struct kvmstats_vm *ents;
+	uint32_t room = 64, nr, i;
+	size_t head = pidfd >= 0 ? sizeof(l->one) : sizeof(l->all);
+	int tries, r;
 
 	if (!vms)
 		return -EINVAL;
 	*vms = NULL;
-	_Static_assert(sizeof(struct kvmstats_vm_info) ==
-			       sizeof(struct kvmstats_vm),
-		       "kvmstats_vm_info mirrors kvmstats_vm");
-
 	for (tries = 0; tries < LIST_TRIES; tries++) {
-		struct kvmstats_vm_list *n;
-		uint32_t nr;
+		void *n = realloc(l, head + room * sizeof(struct kvmstats_vm));
 
-		n = realloc(list, sizeof(*list) + room * sizeof(list->vms[0]));
 		if (!n) {
-			free(list);
+			free(l);
 			return -ENOMEM;
 		}
-		list = n;
-		list->nr = room;
-		list->flags = 0;
-		if (ioctl(devfd, KVMSTATS_LIST_VMS, list) == 0) {
-			nr = list->nr;
-			if (nr == 0) {
-				free(list);
-				return 0;
-			}
-			/* Hand back a plain array: move the entries down. */
-			memmove(list, list->vms, nr * sizeof(list->vms[0]));
-			*vms = (struct kvmstats_vm_info *)list;
-			return (int)nr;
+		l = n;
+		memset(l, 0, head);
+		if (pidfd >= 0) {
+			l->one.pidfd = pidfd;
+			l->one.nr = room;
+			r = ioctl(devfd, KVMSTATS_LIST_PIDFD, &l->one);
+			nr = l->one.nr;
+			ents = l->one.vms;
+		} else {
+			l->all.nr = room;
+			r = ioctl(devfd, KVMSTATS_LIST_VMS, &l->all);
+			nr = l->all.nr;
+			ents = l->all.vms;
 		}
+		if (r == 0)
+			break;
 		if (errno != E2BIG) {
-			int err = -errno;
-
-			free(list);
-			return err;
+			r = -errno;
+			free(l);
+			return r;
 		}
 		/* Ask for what was needed plus slack for VMs being born. */
-		nr = list->nr;
 		room = nr + nr / 4 + 8;
 	}
-	free(list);
-	return -EAGAIN;
+	if (tries == LIST_TRIES) {
+		free(l);
+		return -EAGAIN;
+	}
+	if (nr == 0) {
+		free(l);
+		return 0;
+	}
+	out = calloc(nr, sizeof(*out));
+	if (!out) {
+		free(l);
+		return -ENOMEM;
+	}
+	for (i = 0; i < nr; i++) {
+		out[i].pid = ents[i].pid;
+		out[i].fd = ents[i].fd;
+		out[i].nr_vcpus = ents[i].nr_vcpus;
+		out[i].flags = ents[i].flags;
+	}
+	free(l);
+	*vms = out;
+	return (int)nr;
 }
 
-int kvmstats_get_stats_fd(int devfd, pid_t pid, int fd, int vcpu)
+int kvmstats_list_vms(int devfd, struct kvmstats_vm_info **vms)
+{
+	return list_common(devfd, -1, vms);
+}
+
+int kvmstats_list_pidfd(int devfd, int pidfd, struct kvmstats_vm_info **vms)
+{
+	if (pidfd < 0) {
+		if (vms)
+			*vms = NULL;
+		return -EBADF;
+	}
+	return list_common(devfd, pidfd, vms);
+}
+
+static int get_stats_fd(int devfd, int pid, unsigned int flags, int fd,
+			int vcpu)
 {
 	struct kvmstats_fd_request req = {
 		.pid = pid,
 		.fd = fd,
 		.vcpu = vcpu,
+		.flags = flags,
 	};
 	int r = ioctl(devfd, KVMSTATS_GET_STATS_FD, &req);
 
 	return r < 0 ? -errno : r;
 }
+
+int kvmstats_get_stats_fd(int devfd, pid_t pid, int fd, int vcpu)
+{
+	return get_stats_fd(devfd, pid, 0, fd, vcpu);
+}
+
+int kvmstats_get_stats_fd_pidfd(int devfd, int pidfd, int fd, int vcpu)
+{
+	return get_stats_fd(devfd, pidfd, KVMSTATS_FD_PIDFD, fd, vcpu);
+}
+
+/* ---------------------------------------------------------------- vmref */
+
+/* Find (pid, fd) in @vms; its vCPU count, or -ESRCH / -EBADF. */
+static int find_vm(const struct kvmstats_vm_info *vms, int n, pid_t pid, int fd,
+		   unsigned int *nr_vcpus)
+{
+	bool pid_seen = false;
+	int i;
+
+	for (i = 0; i < n; i++) {
+		if (vms[i].pid != pid)
+			continue;
+		pid_seen = true;
+		if (vms[i].fd == fd) {
+			*nr_vcpus = vms[i].nr_vcpus;
+			return 0;
+		}
+	}
+	return pid_seen ? -EBADF : -ESRCH;
+}
+
+/* 1 if the process of @pidfd has exited, 0 if not, or -errno. */
+static int pidfd_exited(int pidfd)
+{
+	struct pollfd p = { .fd = pidfd, .events = POLLIN };
+	int r;
+
+	do {
+		r = poll(&p, 1, 0);
+	} while (r < 0 && errno == EINTR);
+	if (r < 0)
+		return -errno;
+	if (p.revents & POLLNVAL)
+		return -EBADF;
+	return r > 0;
+}
+
+int kvmstats_vmref_open(int devfd, pid_t pid, int fd, unsigned int flags,
+			struct kvmstats_vmref **ref)
+{
+	struct kvmstats_vm_info *vms = NULL;
+	struct kvmstats_vmref *r;
+	int n, err;
+
+	if (!ref || pid <= 0 || fd < 0 || (flags & ~KVMSTATS_VMREF_PID))
+		return -EINVAL;
+	*ref = NULL;
+	r = calloc(1, sizeof(*r));
+	if (!r)
+		return -ENOMEM;
+	r->devfd = devfd;
+	r->pid = pid;
+	r->fd = fd;
+	r->pidfd = -1;
+	r->mode = BY_PID;
+	if (!(flags & KVMSTATS_VMREF_PID)) {
+		r->pidfd = (int)syscall(__NR_pidfd_open, pid, 0);
+		if (r->pidfd < 0) {
+			err = -errno;
+			r->pidfd = -1;
+			if (err != -ENOSYS)
+				goto err_free;
+		}
+	}
+	if (r->pidfd >= 0) {
+		n = kvmstats_list_pidfd(devfd, r->pidfd, &vms);
+		if (n >= 0) {
+			r->mode = BY_PIDFD;
+			err = find_vm(vms, n, pid, fd, &r->nr_vcpus);
+			/* The pidfd's process is @pid: no such fd is EBADF. */
+			if (err == -ESRCH)
+				err = -EBADF;
+			goto out;
+		}
+		if (n != -ENOTTY) {
+			err = n;
+			goto err_free;
+		}
+	}
+	/* Pid addressing: a version 1 device, or no pidfd. */
+	n = kvmstats_list_vms(devfd, &vms);
+	if (n < 0) {
+		err = n;
+		goto err_free;
+	}
+	err = find_vm(vms, n, pid, fd, &r->nr_vcpus);
+	if (!err && r->pidfd >= 0 && pidfd_exited(r->pidfd) != 0)
+		err = -ESRCH; /* listed under a pid that has gone since */
+out:
+	free(vms);
+	if (err)
+		goto err_free;
+	*ref = r;
+	return 0;
+
+err_free:
+	if (r->pidfd >= 0)
+		close(r->pidfd);
+	free(r);
+	return err;
+}
+
+void kvmstats_vmref_free(struct kvmstats_vmref *ref)
+{
+	if (!ref)
+		return;
+	if (ref->pidfd >= 0)
+		close(ref->pidfd);
+	free(ref);
+}
+
+pid_t kvmstats_vmref_pid(const struct kvmstats_vmref *ref)
+{
+	return ref->pid;
+}
+
+int kvmstats_vmref_fd(const struct kvmstats_vmref *ref)
+{
+	return ref->fd;
+}
+
+int kvmstats_vmref_pidfd(const struct kvmstats_vmref *ref)
+{
+	return ref->pidfd;
+}
+
+int kvmstats_vmref_by_pidfd(const struct kvmstats_vmref *ref)
+{
+	return __atomic_load_n(&ref->mode, __ATOMIC_RELAXED) == BY_PIDFD;
+}
+
+unsigned int kvmstats_vmref_nr_vcpus(const struct kvmstats_vmref *ref)
+{
+	return ref->nr_vcpus;
+}
+
+int kvmstats_vmref_get_stats_fd(struct kvmstats_vmref *ref, int vcpu)
+{
+	int sfd, gone;
+
+	if (!ref)
+		return -EINVAL;
+	if (kvmstats_vmref_by_pidfd(ref)) {
+		sfd = kvmstats_get_stats_fd_pidfd(ref->devfd, ref->pidfd,
+						  ref->fd, vcpu);
+		if (sfd != -EINVAL)
+			return sfd;
+		/*
+		 * EINVAL is a device that does not know the flag (our pidfd
+		 * is a pidfd and @vcpu >= -1 passes, so nothing else of the
+		 * request is wrong) -- or a @vcpu < -1 from the caller.
+		 */
+		if (vcpu < -1)
+			return sfd;
+		__atomic_store_n(&ref->mode, BY_PID, __ATOMIC_RELAXED);
+	}
+	sfd = kvmstats_get_stats_fd(ref->devfd, ref->pid, ref->fd, vcpu);
+	if (sfd < 0 || ref->pidfd < 0)
+		return sfd;
+	/*
+	 * Alive after the ioctl: the pid named the pidfd's process all along,
+	 * so the stats fd is of the process we hold.
+	 */
+	gone = pidfd_exited(ref->pidfd);
+	if (gone) {
+		close(sfd);
+		return gone < 0 ? gone : -ESRCH;
+	}
+	return sfd;
+}
+
+int kvmstats_vmref_file_open(struct kvmstats_vmref *ref, int vcpu,
+			     unsigned int adopt_flags,
+			     struct kvmstats_file **file)
+{
+	int sfd, err;
+
+	if (!file)
+		return -EINVAL;
+	*file = NULL;
+	sfd = kvmstats_vmref_get_stats_fd(ref, vcpu);
+	if (sfd < 0)
+		return sfd;
+	err = kvmstats_file_adopt(sfd, adopt_flags, file);
+	if (err)
+		close(sfd);
+	return err;
+}
+
+int kvmstats_vmref_exited(const struct kvmstats_vmref *ref)
+{
+	if (!ref)
+		return -EINVAL;
+	if (ref->pidfd < 0)
+		return -EOPNOTSUPP;
+	return pidfd_exited(ref->pidfd);
+}
+
+/* ---------------------------------------------------------------- files */
 
 /* pread exactly @len bytes, or fail: -errno, or -EBADMSG if short. */
 static int pread_all(int fd, void *buf, size_t len, uint64_t off)
@@ -179,44 +483,50 @@ static bool overlap(uint64_t a, uint64_t alen, uint64_t b, uint64_t blen)
 	return a < b + blen && b < a + alen;
 }
 
-static int check_desc(const struct stats_desc *d)
+/*
+ * Does the library understand @d?  The checks of kvm_binary_stats_test: a
+ * known type, unit and base, no other flag bits, an exponent whose sign
+ * fits the unit, one value for scalars, a bucket size for linear
+ * histograms only.  A descriptor failing them is well formed but beyond
+ * what this library knows (a newer kernel's): it is skipped, not fatal.
+ */
+static bool desc_known(const struct stats_desc *d)
 {
 	unsigned int type = d->flags & TYPE_MASK;
 	unsigned int unit = (d->flags & UNIT_MASK) >> UNIT_SHIFT;
 	unsigned int base = (d->flags & BASE_MASK) >> BASE_SHIFT;
 
-	if (type > KVMSTATS_LOG_HIST || unit > KVMSTATS_UNIT_BOOLEAN ||
-	    base > KVMSTATS_BASE_POW2)
-		return -EBADMSG;
+	if ((d->flags & ~KNOWN_FLAGS) || type > KVMSTATS_LOG_HIST ||
+	    unit > KVMSTATS_UNIT_BOOLEAN || base > KVMSTATS_BASE_POW2)
+		return false;
 	switch (unit) {
 	case KVMSTATS_UNIT_NONE:
 	case KVMSTATS_UNIT_BYTES:
 	case KVMSTATS_UNIT_CYCLES:
 		if (d->exponent < 0)
-			return -EBADMSG;
+			return false;
 		break;
 	case KVMSTATS_UNIT_SECONDS:
 		if (d->exponent > 0)
-			return -EBADMSG;
+			return false;
 		break;
 	case KVMSTATS_UNIT_BOOLEAN:
 		if (d->exponent != 0 || type == KVMSTATS_LOG_HIST)
-			return -EBADMSG;
+			return false;
 		break;
 	}
-	if (d->size == 0)
-		return -EBADMSG;
 	if ((type == KVMSTATS_LINEAR_HIST) != (d->bucket_size != 0))
-		return -EBADMSG;
+		return false;
 	/* Scalars are one value each (api.rst); we rely on it. */
 	if (type <= KVMSTATS_PEAK && d->size != 1)
-		return -EBADMSG;
-	return 0;
+		return false;
+	return true;
 }
 
 static void file_release(struct kvmstats_file *f)
 {
 	free(f->stats);
+	free(f->skipped);
 	free(f->names);
 	free(f->id);
 	free(f);
@@ -260,7 +570,6 @@ int kvmstats_file_adopt(int statsfd, unsigned int flags,
 	f->fd = statsfd;
 	f->borrowed = flags & KVMSTATS_ADOPT_BORROW;
 	f->data_offset = h.data_offset;
-	f->nr = h.num_desc;
 
 	f->id = malloc(h.name_size);
 	if (!f->id) {
@@ -277,9 +586,10 @@ int kvmstats_file_adopt(int statsfd, unsigned int flags,
 	f->vcpu = strstr(f->id, "/vcpu-") != NULL;
 
 	f->stats = calloc(h.num_desc ? h.num_desc : 1, sizeof(*f->stats));
+	f->skipped = calloc(h.num_desc ? h.num_desc : 1, sizeof(*f->skipped));
 	f->names = calloc(h.num_desc ? h.num_desc : 1, h.name_size);
 	descs = malloc(desc_bytes ? desc_bytes : 1);
-	if (!f->stats || !f->names || !descs) {
+	if (!f->stats || !f->skipped || !f->names || !descs) {
 		err = -ENOMEM;
 		goto err_free;
 	}
@@ -287,22 +597,25 @@ int kvmstats_file_adopt(int statsfd, unsigned int flags,
 	if (err)
 		goto err_free;
 
+	f->nr = 0;
 	for (i = 0; i < h.num_desc; i++) {
 		const unsigned char *p = descs + i * stride;
-		struct kvmstats_stat *s = &f->stats[i];
 		char *name = f->names + (size_t)i * h.name_size;
+		struct kvmstats_stat *s;
 		struct stats_desc d;
 		uint64_t end;
+		bool known;
 
 		memcpy(&d, p, sizeof(d));
 		memcpy(name, p + sizeof(d), h.name_size);
-		if (strnlen(name, h.name_size) == h.name_size || !name[0]) {
+		/* What makes the file unreadable is fatal; the rest skips. */
+		if (strnlen(name, h.name_size) == h.name_size || !name[0] ||
+		    d.size == 0) {
 			err = -EBADMSG;
 			goto err_free;
 		}
-		err = check_desc(&d);
-		if (err)
-			goto err_free;
+		known = desc_known(&d);
+		s = known ? &f->stats[f->nr++] : &f->skipped[f->nskipped++];
 		s->name = name;
 		s->flags = d.flags;
 		s->type = d.flags & TYPE_MASK;
@@ -312,12 +625,13 @@ int kvmstats_file_adopt(int statsfd, unsigned int flags,
 		s->size = d.size;
 		s->bucket_size = d.bucket_size;
 		s->offset = d.offset;
+		if (!known)
+			continue; /* not read: no part of the data block */
 		end = (uint64_t)d.offset + (uint64_t)d.size * 8;
 		if (end > data_size)
 			data_size = end;
 	}
-	if (data_size > MAX_DATA_BYTES ||
-	    data_size < (uint64_t)h.num_desc * 8) {
+	if (data_size > MAX_DATA_BYTES || data_size < (uint64_t)f->nr * 8) {
 		err = -EBADMSG;
 		goto err_free;
 	}
@@ -402,6 +716,17 @@ const struct kvmstats_stat *kvmstats_file_stat(const struct kvmstats_file *file,
 	return i < file->nr ? &file->stats[i] : NULL;
 }
 
+unsigned int kvmstats_file_num_skipped(const struct kvmstats_file *file)
+{
+	return file->nskipped;
+}
+
+const struct kvmstats_stat *
+kvmstats_file_skipped(const struct kvmstats_file *file, unsigned int i)
+{
+	return i < file->nskipped ? &file->skipped[i] : NULL;
+}
+
 int kvmstats_file_find(const struct kvmstats_file *file, const char *name)
 {
 	unsigned int i;
@@ -415,6 +740,17 @@ int kvmstats_file_find(const struct kvmstats_file *file, const char *name)
 size_t kvmstats_file_data_size(const struct kvmstats_file *file)
 {
 	return file->data_size;
+}
+
+uint64_t kvmstats_value(const struct kvmstats_stat *stat, const void *data,
+			unsigned int i)
+{
+	const unsigned char *p = (const unsigned char *)data + stat->offset +
+				 (size_t)i * sizeof(uint64_t);
+	uint64_t v;
+
+	memcpy(&v, p, sizeof(v));
+	return v;
 }
 
 int kvmstats_file_read(const struct kvmstats_file *file, void *buf, size_t len)
@@ -526,7 +862,9 @@ int kvmstats_sweep_run(struct kvmstats_sweep *sweep,
 		const struct kvmstats_file *f = s->file;
 		struct kvmstats_read_op *op;
 
-		if (!f || !s->buf || s->len < f->data_size) {
+		if (!f || !s->buf || s->len < f->data_size || s->reserved0 ||
+		    s->reserved[0] || s->reserved[1] || s->reserved[2] ||
+		    s->reserved[3]) {
 			s->result = -EINVAL;
 			continue;
 		}

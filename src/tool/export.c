@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
- * kvmstats export: Prometheus text exposition, on stdout or over HTTP(S)
- * (the server is in http.c).
+ * kvmstats export: Prometheus text exposition, on stdout or over HTTP(S).
+ *
+ * What is scraped and how it is rendered lives behind one function,
+ * scrape() (see its comment), which the HTTP server (http.c) calls from
+ * one thread at a time, for every request waiting when a scrape starts.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -14,22 +17,65 @@
 #include "http.h"
 #include "tool.h"
 
-/*
- * What stays between scrapes: the object array and the rendering cache
- * (names, labels, HELP/TYPE, le texts and the output buffer), so a scrape
- * in steady state allocates nothing and formats only the values.
- */
-static struct obj *objs;
-static size_t objs_room;
-static struct prom_cache *cache;
-static unsigned long cache_gen;
+static int self_metrics(struct scrape *s, double t0, unsigned int vms,
+			size_t vcpus);
 
-/* Sample every VM and vCPU of @h and render them: *@text, *@len bytes. */
-static int scrape(struct host *h, const regex_t *filter, const char **text,
-		  size_t *len)
+int scrape_init(struct scrape *s, const struct source *src,
+		const regex_t *filter, bool per_vm)
 {
-	size_t i, n = 0;
-	unsigned int c;
+	memset(s, 0, sizeof(*s));
+	s->filter = filter;
+	s->per_vm = per_vm;
+	s->cache = prom_cache_new();
+	if (!s->cache)
+		return -ENOMEM;
+	return host_init(&s->host, src);
+}
+
+void scrape_fini(struct scrape *s)
+{
+	prom_cache_free(s->cache);
+	free(s->objs);
+	host_fini(&s->host);
+	memset(s, 0, sizeof(*s));
+}
+
+/* Room for @more objects after the first @n. */
+static int objs_room(struct scrape *s, size_t n, size_t more)
+{
+	size_t room;
+	struct obj *o;
+
+	if (n + more <= s->objs_room)
+		return 0;
+	room = 2 * (n + more) + 16;
+	o = realloc(s->objs, room * sizeof(*o));
+	if (!o)
+		return -ENOMEM;
+	s->objs = o;
+	s->objs_room = room;
+	return 0;
+}
+
+/*
+ * The seam between what is scraped and how it is served: list the VMs
+ * again, sample every VM and vCPU, and render one complete exposition
+ * (the KVM families, then the exporter's own), *@text of *@len bytes.
+ * 0, or -errno when nothing could be listed or memory ran out (then
+ * there is no text).  VMs and vCPUs that could not be opened or read are
+ * left out of the text and counted in it, never served with old values.
+ *
+ * Not thread-safe: @s holds the followed VMs, the rendering cache and the
+ * output buffer.  Callers on several threads serialize scrape() with a
+ * mutex of their own.  *@text stays valid until the next scrape() or
+ * scrape_fini() on @s: copy it before letting go of the mutex.
+ */
+int scrape(struct scrape *s, const char **text, size_t *len)
+{
+	struct host *h = &s->host;
+	double t0 = now_mono();
+	size_t i, n = 0, vcpus = 0;
+	unsigned int c, vms = 0;
 	int err;
 
 	err = host_refresh(h);
@@ -39,67 +85,154 @@ static int scrape(struct host *h, const regex_t *filter, const char **text,
 		err = host_sample(h);
 	if (err)
 		return err;
-	if (!cache) {
-		cache = prom_cache_new();
-		if (!cache)
-			return -ENOMEM;
-		cache_gen = h->gen;
-	}
-	if (h->gen != cache_gen) {
+	if (h->gen != s->cache_gen) {
 		/* Files were freed and opened: their addresses may be reused. */
-		prom_cache_reset(cache);
-		cache_gen = h->gen;
+		prom_cache_reset(s->cache);
+		s->cache_gen = h->gen;
 	}
 	for (i = 0; i < h->nvms; i++) {
-		const struct vmrec *v = &h->vms[i];
+		struct vmrec *v = &h->vms[i];
+		struct obj o = { .pid = v->pid,
+				 .fd = v->fd,
+				 .name = v->name,
+				 .comm = v->comm };
+		size_t first = n;
 
-		if (n + 1 + v->nv > objs_room) {
-			size_t room = 2 * (n + 1 + v->nv) + 16;
-			struct obj *o = realloc(objs, room * sizeof(*objs));
-
-			if (!o)
-				return -ENOMEM;
-			objs = o;
-			objs_room = room;
+		if (v->state != VM_OPEN)
+			continue;
+		if (objs_room(s, n, 1 + v->nv))
+			return -ENOMEM;
+		if (v->vm.fresh) {
+			s->objs[n] = o;
+			s->objs[n].vcpu = -1;
+			s->objs[n].file = v->vm.file;
+			s->objs[n++].data = v->vm.cur;
 		}
-		objs[n++] = (struct obj){ v->pid, v->fd, -1, v->vm, v->cur };
-		for (c = 0; c < v->nv; c++)
-			objs[n++] = (struct obj){ v->pid, v->fd, (int)c,
-						  v->vcpu[c], v->vcur[c] };
+		if (s->per_vm && !host_vcpu_sum(v)) {
+			s->objs[n] = o;
+			s->objs[n].vcpu = OBJ_VCPUS;
+			s->objs[n].file = v->vcpu[0].file;
+			s->objs[n++].data = v->sum;
+			vcpus += v->nv;
+		}
+		/* Per VM, a VM with a vCPU left out gets no (untrue) sum. */
+		for (c = 0; !s->per_vm && c < v->nv; c++) {
+			if (!v->vcpu[c].fresh)
+				continue;
+			s->objs[n] = o;
+			s->objs[n].vcpu = (int)c;
+			s->objs[n].file = v->vcpu[c].file;
+			s->objs[n++].data = v->vcpu[c].cur;
+			vcpus++;
+		}
+		vms += n > first;
 	}
-	return prom_cache_render(cache, objs, n, filter, text, len);
+	err = prom_cache_render(s->cache, s->objs, n, s->filter, text, len);
+	if (!err)
+		err = self_metrics(s, t0, vms, vcpus);
+	if (err)
+		return err;
+	s->scrapes++;
+	*text = prom_cache_text(s->cache, len);
+	return 0;
 }
 
-static void scrape_fini(void)
+/* The exporter's own families, after the KVM ones. */
+static int self_metrics(struct scrape *s, double t0, unsigned int vms,
+			size_t vcpus)
 {
-	prom_cache_free(cache);
-	cache = NULL;
-	free(objs);
-	objs = NULL;
-	objs_room = 0;
+	const struct host_counts *hc = &s->host.n;
+	struct prom_cache *c = s->cache;
+	struct prom_skipped sk;
+
+	prom_cache_skipped(c, &sk);
+	return prom_cache_printf(
+		c,
+		"# HELP kvmstats_exporter_build_info The kvmstats exporter's release; always 1.\n"
+		"# TYPE kvmstats_exporter_build_info gauge\n"
+		"kvmstats_exporter_build_info{version=\"%s\",libkvmstats=\"%s\"} 1\n"
+		"# HELP kvmstats_exporter_scrape_duration_seconds Time this scrape took to list, sample and render the VMs.\n"
+		"# TYPE kvmstats_exporter_scrape_duration_seconds gauge\n"
+		"kvmstats_exporter_scrape_duration_seconds %.6f\n"
+		"# HELP kvmstats_exporter_vms VMs with series in this scrape.\n"
+		"# TYPE kvmstats_exporter_vms gauge\n"
+		"kvmstats_exporter_vms %u\n"
+		"# HELP kvmstats_exporter_vcpus vCPUs whose statistics are in this scrape (per VM or per vCPU).\n"
+		"# TYPE kvmstats_exporter_vcpus gauge\n"
+		"kvmstats_exporter_vcpus %zu\n"
+		"# HELP kvmstats_exporter_left_out VMs and vCPUs listed but left out of this scrape: fd_limit (the open file limit), error (opening or reading failed).\n"
+		"# TYPE kvmstats_exporter_left_out gauge\n"
+		"kvmstats_exporter_left_out{target=\"vm\",reason=\"fd_limit\"} %u\n"
+		"kvmstats_exporter_left_out{target=\"vcpu\",reason=\"fd_limit\"} %u\n"
+		"kvmstats_exporter_left_out{target=\"vm\",reason=\"error\"} %u\n"
+		"kvmstats_exporter_left_out{target=\"vcpu\",reason=\"error\"} %u\n"
+		"# HELP kvmstats_exporter_read_errors_total Opens and reads of stats files that failed since the exporter started.\n"
+		"# TYPE kvmstats_exporter_read_errors_total counter\n"
+		"kvmstats_exporter_read_errors_total %llu\n"
+		"# HELP kvmstats_exporter_stats_skipped KVM statistics left out of this scrape: unknown (not understood by libkvmstats), name_collision (another statistic has its metric name), bad_name (a metric name Prometheus rejects), conflict (its descriptor differs between VMs or vCPUs).\n"
+		"# TYPE kvmstats_exporter_stats_skipped gauge\n"
+		"kvmstats_exporter_stats_skipped{reason=\"unknown\"} %u\n"
+		"kvmstats_exporter_stats_skipped{reason=\"name_collision\"} %u\n"
+		"kvmstats_exporter_stats_skipped{reason=\"bad_name\"} %u\n"
+		"kvmstats_exporter_stats_skipped{reason=\"conflict\"} %u\n",
+		KVMSTATS_RELEASE, kvmstats_version(), now_mono() - t0, vms,
+		vcpus, hc->left_vms, hc->left_vcpus, hc->failed_vms,
+		hc->failed_vcpus, hc->errors, sk.unknown, sk.collision,
+		sk.bad_name, sk.conflict);
 }
 
-/* http.c's view of scrape(): one complete exposition per call. */
-struct scrape_args {
-	struct host *h;
-	const regex_t *filter;
-};
-
+/* http.c's view of scrape(). */
 static int scrape_cb(void *ctx, const char **text, size_t *len)
 {
-	struct scrape_args *a = ctx;
+	return scrape(ctx, text, len);
+}
 
-	return scrape(a->h, a->filter, text, len);
+/*
+ * One scrape to standard output.  Exit status: 0 when every listed VM and
+ * vCPU is in it, 9 when the open file limit left some out, 1 when an open
+ * or a read failed (the rest is printed either way).
+ */
+static int export_once(struct scrape *sc, struct source *src)
+{
+	const struct host_counts *hc = &sc->host.n;
+	const char *text;
+	size_t len;
+	int err, rc = EXIT_OK;
+
+	err = scrape(sc, &text, &len);
+	if (err == -ENOENT || err == -ENOTDIR) {
+		rc = source_list_error(src, err);
+		err = 0;
+	} else if (!err && fwrite(text, 1, len, stdout) != len) {
+		err = -errno;
+	} else if (!err && (hc->left_vms || hc->left_vcpus)) {
+		rc = EXIT_PARTIAL;
+	} else if (!err && (hc->failed_vms || hc->failed_vcpus)) {
+		rc = EXIT_FAIL;
+	}
+	scrape_fini(sc);
+	source_fini(src);
+	if (err) {
+		errmsg("export: %s", kvmstats_strerror(err));
+		return exit_for(err);
+	}
+	if (fflush(stdout)) {
+		errmsg("export: writing the output: %s", strerror(errno));
+		return EXIT_FAIL;
+	}
+	return rc;
 }
 
 static void usage_export(FILE *f)
 {
-	fputs("Usage: kvmstats export [-f REGEX] [--listen ADDR:PORT]... [--web.config.file FILE]\n"
-	      "                       [--web.max-connections N] [--max-requests N]\n"
+	fputs("Usage: kvmstats export [-f REGEX] [--per vm|vcpu] [--listen ADDR:PORT]...\n"
+	      "                       [--web.config.file FILE] [--web.max-connections N]\n"
+	      "                       [--max-requests N]\n"
 	      "Print the statistics of every VM and vCPU in the Prometheus text\n"
 	      "exposition format (for node_exporter's textfile collector), or serve\n"
 	      "them over HTTP or HTTPS at /metrics.\n"
 	      "  -f REGEX                  only statistics whose KVM name matches\n"
+	      "  --per vm|vcpu             vCPU statistics summed per VM, or per vCPU (default)\n"
 	      "  --listen ADDR:PORT        serve (e.g. 127.0.0.1:9477, [::1]:9477, or :9477 for\n"
 	      "                            every address); repeatable; alias --web.listen-address\n"
 	      "  --web.config.file FILE    TLS and basic auth, in exporter-toolkit's format\n"
@@ -112,6 +245,7 @@ int cmd_export(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "filter", required_argument, NULL, 'f' },
+		{ "per", required_argument, NULL, 'p' },
 		{ "listen", required_argument, NULL, 'l' },
 		{ "web.listen-address", required_argument, NULL, 'l' },
 		{ "web.config.file", required_argument, NULL, 'w' },
@@ -121,21 +255,31 @@ int cmd_export(int argc, char **argv)
 		{}
 	};
 	struct http_opts ho = { .max_connections = 512, .max_requests = -1 };
-	struct scrape_args sa;
 	regex_t re, *filter = NULL;
-	struct host h;
-	int c, err, devfd, rc;
+	bool per_vm = false;
+	struct source src;
+	struct scrape sc;
+	int c, err, rc;
 	long n;
 	char *end;
 
-	while ((c = getopt_long(argc, argv, "f:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":f:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'f':
 			if (filter)
 				regfree(filter);
+			filter = NULL;
 			if (compile_filter(optarg, &re))
 				return EXIT_USAGE;
 			filter = &re;
+			break;
+		case 'p':
+			if (strcmp(optarg, "vm") && strcmp(optarg, "vcpu")) {
+				errmsg("export: --per wants vm or vcpu, not '%s'",
+				       optarg);
+				goto usage;
+			}
+			per_vm = !strcmp(optarg, "vm");
 			break;
 		case 'l':
 			if (ho.nlisten == HTTP_MAX_LISTEN) {
@@ -170,11 +314,14 @@ int cmd_export(int argc, char **argv)
 				ho.max_requests = n;
 			break;
 		case 'h':
+			if (filter)
+				regfree(filter);
 			usage_export(stdout);
 			return EXIT_OK;
 		default:
-			usage_export(stderr);
-			goto usage;
+			if (filter)
+				regfree(filter);
+			return bad_option("export", c, argv);
 		}
 	}
 	if (optind < argc) {
@@ -186,38 +333,27 @@ int cmd_export(int argc, char **argv)
 		goto usage;
 	}
 	/* KVMSTATS_STATS_DIR: a directory of stats files stands for the host. */
-	devfd = host_stats_dir() ? -1 : open_device();
-	err = host_init(&h, devfd);
+	source_init(&src);
+	err = scrape_init(&sc, &src, filter, per_vm);
 	if (err) {
 		errmsg("export: %s", kvmstats_strerror(err));
+		scrape_fini(&sc);
+		source_fini(&src);
 		rc = exit_for(err);
-		goto out_filter;
-	}
-	if (!ho.nlisten) {
-		const char *text;
-		size_t len;
-
-		err = scrape(&h, filter, &text, &len);
-		if (!err && fwrite(text, 1, len, stdout) != len)
-			err = -errno;
-		rc = EXIT_OK;
-		if (err) {
-			errmsg("export: %s", kvmstats_strerror(err));
-			rc = exit_for(err);
-		} else if (fflush(stdout)) {
-			errmsg("export: writing the output: %s",
-			       strerror(errno));
-			rc = EXIT_FAIL;
-		}
+	} else if (!ho.nlisten) {
+		rc = export_once(&sc, &src);
 	} else {
-		sa = (struct scrape_args){ &h, filter };
-		rc = http_serve(&ho, scrape_cb, &sa);
+		/* The server's sockets come out of the budget for stats fds. */
+		size_t socks =
+			ho.nlisten * (ho.max_connections + HTTP_FDS_PER_ADDR);
+
+		sc.host.fd_budget = sc.host.fd_budget > socks ?
+					    sc.host.fd_budget - socks :
+					    0;
+		rc = http_serve(&ho, scrape_cb, &sc);
+		scrape_fini(&sc);
+		source_fini(&src);
 	}
-	scrape_fini();
-	host_fini(&h);
-	if (devfd >= 0)
-		close(devfd);
-out_filter:
 	if (filter)
 		regfree(filter);
 	return rc;

@@ -8,6 +8,8 @@
 #include <stddef.h>
 
 #define HTTP_MAX_LISTEN 8
+/* fds of one listen address besides its connections: socket, epolls, ITCs */
+#define HTTP_FDS_PER_ADDR 16
 
 struct http_opts {
 	const char *listen[HTTP_MAX_LISTEN]; /* ADDR:PORT, a server each */

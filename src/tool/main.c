@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -41,8 +42,9 @@ int exit_for(int err)
 	case ESRCH:
 	case EBADF:
 		return EXIT_GONE;
-	case ENOENT:
-		return EXIT_NOVM;
+	case EMFILE:
+	case ENFILE:
+		return EXIT_PARTIAL;
 	case EINTR:
 		return EXIT_INTR;
 	}
@@ -86,33 +88,98 @@ double now_mono(void)
 	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-void proc_names(int pid, char *comm, size_t commlen, char *name, size_t namelen)
+/*
+ * True the first time @key is seen in this process: for messages said
+ * once (a statistic the library skipped).  Not thread-safe.
+ */
+bool first_time(const char *key)
 {
-	char path[64], buf[8192];
-	ssize_t n;
-	int fd;
+	static char **seen;
+	static size_t n;
+	size_t i;
+	void *a;
 
-	snprintf(comm, commlen, "?");
-	name[0] = '\0';
-	snprintf(path, sizeof(path), "/proc/%d/comm", pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd >= 0) {
-		n = read(fd, buf, sizeof(buf) - 1);
-		if (n > 0) {
-			buf[n] = '\0';
-			buf[strcspn(buf, "\n")] = '\0';
-			snprintf(comm, commlen, "%s", buf);
-		}
-		close(fd);
+	for (i = 0; i < n; i++)
+		if (!strcmp(seen[i], key))
+			return false;
+	a = realloc(seen, (n + 1) * sizeof(*seen));
+	if (!a)
+		return true;
+	seen = a;
+	seen[n] = strdup(key);
+	if (seen[n])
+		n++;
+	return true;
+}
+
+/* Say once why each statistic of @f that libkvmstats skipped was skipped. */
+void skipped_msgs(const struct kvmstats_file *f, int pid, int fd,
+		  void (*say)(void *ctx, const char *line), void *ctx)
+{
+	unsigned int i;
+
+	for (i = 0; i < kvmstats_file_num_skipped(f); i++) {
+		const struct kvmstats_stat *s = kvmstats_file_skipped(f, i);
+		char key[300], why[512];
+
+		snprintf(key, sizeof(key), "%d %#x %s",
+			 kvmstats_file_is_vcpu(f), s->flags, s->name);
+		if (!first_time(key))
+			continue;
+		skip_reason(f, s, pid, fd, why, sizeof(why));
+		say(ctx, why);
 	}
-	snprintf(path, sizeof(path), "/proc/%d/cmdline", pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd >= 0) {
-		n = read(fd, buf, sizeof(buf));
-		if (n > 0)
-			parse_guest_name(buf, (size_t)n, name, namelen);
-		close(fd);
+}
+
+/*
+ * Raise the soft RLIMIT_NOFILE to the hard limit: following a VM takes
+ * 2 + vCPUs fds (see libkvmstats.h), and the default soft limit of 1024
+ * is below what a few hundred VMs need.  What is left out when even the
+ * hard limit is not enough is said by host.c.
+ */
+void raise_nofile(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur == rl.rlim_max)
+		return;
+	rl.rlim_cur = rl.rlim_max;
+	if (rl.rlim_max == RLIM_INFINITY) {
+		/* The kernel caps it at fs.nr_open. */
+		FILE *f = fopen("/proc/sys/fs/nr_open", "re");
+		unsigned long n;
+
+		if (!f)
+			return;
+		if (fscanf(f, "%lu", &n) == 1)
+			rl.rlim_cur = n;
+		fclose(f);
+		if (rl.rlim_cur == RLIM_INFINITY)
+			return;
 	}
+	setrlimit(RLIMIT_NOFILE, &rl); /* if not, the budget is smaller */
+}
+
+/*
+ * getopt_long() returned @c ('?' or ':', the option strings start with a
+ * colon so it prints nothing itself): one line, and a hint.
+ */
+int bad_option(const char *cmd, int c, char **argv)
+{
+	const char *arg = argv[optind - 1];
+	char opt[64];
+
+	if (arg && arg[0] == '-' && arg[1] == '-')
+		snprintf(opt, sizeof(opt), "%.*s", (int)strcspn(arg, "="), arg);
+	else
+		snprintf(opt, sizeof(opt), "-%c", optopt);
+	if (c == ':')
+		errmsg("%s: option '%s' needs a value (try kvmstats %s --help)",
+		       cmd, opt, cmd);
+	else
+		errmsg("%s: unknown option '%s' (try kvmstats %s --help)", cmd,
+		       opt, cmd);
+	return EXIT_USAGE;
 }
 
 static int parse_int(const char *s, int min, int max, int *out)
@@ -132,17 +199,16 @@ static int parse_int(const char *s, int min, int max, int *out)
  * The VMs matching @sel: "PID", "PID:FD", or a QEMU guest name; NULL
  * selects all.  Exits with a message when nothing matches.
  */
-static int select_vms(int devfd, const char *sel, struct kvmstats_vm_info **out)
+static int select_vms(const struct source *src, const char *sel,
+		      struct kvmstats_vm_info **out)
 {
 	struct kvmstats_vm_info *vms;
 	int n, i, k = 0, pid = -1, fd = -1;
 	char comm[32], name[128];
 
-	n = kvmstats_list_vms(devfd, &vms);
-	if (n < 0) {
-		errmsg("listing VMs: %s", kvmstats_strerror(n));
-		exit(exit_for(n));
-	}
+	n = source_list(src, &vms);
+	if (n < 0)
+		exit(source_list_error(src, n));
 	if (sel) {
 		const char *colon = strchr(sel, ':');
 		char pidpart[32];
@@ -163,8 +229,8 @@ static int select_vms(int devfd, const char *sel, struct kvmstats_vm_info **out)
 		if (sel && pid > 0)
 			keep = vms[i].pid == pid && (fd < 0 || vms[i].fd == fd);
 		else if (sel) {
-			proc_names(vms[i].pid, comm, sizeof(comm), name,
-				   sizeof(name));
+			source_names(src, vms[i].pid, vms[i].fd, comm,
+				     sizeof(comm), name, sizeof(name));
 			keep = !strcmp(name, sel);
 		}
 		if (keep)
@@ -197,10 +263,11 @@ static int cmd_list(int argc, char **argv)
 		{}
 	};
 	struct kvmstats_vm_info *vms = NULL;
+	struct source src;
 	bool json = false;
-	int c, i, n, devfd;
+	int c, i, n;
 
-	while ((c = getopt_long(argc, argv, "jh", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":jh", opts, NULL)) != -1) {
 		switch (c) {
 		case 'j':
 			json = true;
@@ -209,16 +276,15 @@ static int cmd_list(int argc, char **argv)
 			usage_list(stdout);
 			return EXIT_OK;
 		default:
-			usage_list(stderr);
-			return EXIT_USAGE;
+			return bad_option("list", c, argv);
 		}
 	}
 	if (optind < argc) {
 		errmsg("list: unexpected argument '%s'", argv[optind]);
 		return EXIT_USAGE;
 	}
-	devfd = open_device();
-	n = select_vms(devfd, NULL, &vms);
+	source_init(&src);
+	n = select_vms(&src, NULL, &vms);
 	if (json)
 		fputs("[", stdout);
 	else
@@ -227,7 +293,8 @@ static int cmd_list(int argc, char **argv)
 	for (i = 0; i < n; i++) {
 		char comm[32], name[128];
 
-		proc_names(vms[i].pid, comm, sizeof(comm), name, sizeof(name));
+		source_names(&src, vms[i].pid, vms[i].fd, comm, sizeof(comm),
+			     name, sizeof(name));
 		if (json) {
 			printf("%s\n  {\"pid\": %d, \"fd\": %d, \"vcpus\": %u, \"comm\": ",
 			       i ? "," : "", vms[i].pid, vms[i].fd,
@@ -245,7 +312,11 @@ static int cmd_list(int argc, char **argv)
 	if (json)
 		fputs(n ? "\n]\n" : "]\n", stdout);
 	free(vms);
-	close(devfd);
+	source_fini(&src);
+	if (fflush(stdout)) {
+		errmsg("list: writing the output: %s", strerror(errno));
+		return EXIT_FAIL;
+	}
 	return EXIT_OK;
 }
 
@@ -262,21 +333,41 @@ static void usage_schema(FILE *f)
 	      f);
 }
 
-static int open_or_die(int devfd, const struct kvmstats_vm_info *vm, int vcpu,
-		       struct kvmstats_file **f)
+/*
+ * Why VM @vm (@vcpu: -1 or a vCPU) could not be opened, on one line; the
+ * exit status for it.
+ */
+static int open_error(const struct kvmstats_vm_info *vm, int vcpu, int err)
 {
-	int err = kvmstats_file_open(devfd, vm->pid, vm->fd, vcpu, f);
-
-	if (!err)
-		return 0;
-	if (vcpu >= 0 && err == -ENOENT)
+	if (vcpu >= 0 && err == -ENOENT) {
 		errmsg("VM %d:%d has no vCPU %d", vm->pid, vm->fd, vcpu);
-	else if (err == -ESRCH || err == -EBADF)
+		return EXIT_NOVM;
+	}
+	if (err == -ESRCH || err == -EBADF) {
 		errmsg("VM %d:%d exited while being read", vm->pid, vm->fd);
+		return EXIT_GONE;
+	}
+	if (err == -EMFILE || err == -ENFILE)
+		errmsg("VM %d:%d%s: %s: the open file limit is too low (ulimit -Hn)",
+		       vm->pid, vm->fd, vcpu >= 0 ? " vCPU" : "",
+		       kvmstats_strerror(err));
 	else
 		errmsg("VM %d:%d%s: %s", vm->pid, vm->fd,
 		       vcpu >= 0 ? " vCPU" : "", kvmstats_strerror(err));
-	exit(exit_for(err == -ENOENT && vcpu < 0 ? -ESRCH : err));
+	return exit_for(err);
+}
+
+static void say_line(void *ctx, const char *line)
+{
+	(void)ctx;
+	errmsg("%s", line);
+}
+
+/* Complain, once, about each statistic the library did not understand. */
+static void say_skipped(const struct kvmstats_vm_info *vm,
+			const struct kvmstats_file *f)
+{
+	skipped_msgs(f, vm->pid, vm->fd, say_line, NULL);
 }
 
 static int cmd_schema(int argc, char **argv)
@@ -291,11 +382,13 @@ static int cmd_schema(int argc, char **argv)
 	};
 	struct kvmstats_file *vmf = NULL, *vcf = NULL;
 	struct kvmstats_vm_info *vms = NULL;
+	struct kvmstats_vmref *ref = NULL;
 	bool want_vm = true, want_vcpu = true, json = false;
 	regex_t re, *filter = NULL;
-	int c, n, devfd;
+	struct source src;
+	int c, n, err, rc = EXIT_OK;
 
-	while ((c = getopt_long(argc, argv, "f:jh", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":f:jh", opts, NULL)) != -1) {
 		switch (c) {
 		case 'm':
 			want_vcpu = false;
@@ -315,8 +408,7 @@ static int cmd_schema(int argc, char **argv)
 			usage_schema(stdout);
 			return EXIT_OK;
 		default:
-			usage_schema(stderr);
-			return EXIT_USAGE;
+			return bad_option("schema", c, argv);
 		}
 	}
 	if (!want_vm && !want_vcpu)
@@ -325,21 +417,39 @@ static int cmd_schema(int argc, char **argv)
 		errmsg("schema: unexpected argument '%s'", argv[optind + 1]);
 		return EXIT_USAGE;
 	}
-	devfd = open_device();
-	n = select_vms(devfd, optind < argc ? argv[optind] : NULL, &vms);
+	source_init(&src);
+	n = select_vms(&src, optind < argc ? argv[optind] : NULL, &vms);
 	if (n == 0) {
 		errmsg("no VM on this host to read the descriptors from");
-		return EXIT_NOVM;
+		rc = EXIT_NOVM;
+		goto out;
 	}
-	if (want_vm)
-		open_or_die(devfd, &vms[0], -1, &vmf);
-	if (want_vcpu && vms[0].nr_vcpus > 0)
-		open_or_die(devfd, &vms[0], 0, &vcf);
+	err = source_vmref(&src, vms[0].pid, vms[0].fd, &ref);
+	if (!err && want_vm)
+		err = source_file_open(&src, ref, vms[0].pid, vms[0].fd, -1, 0,
+				       &vmf);
+	if (err) {
+		rc = open_error(&vms[0], -1, err);
+		goto out;
+	}
+	if (want_vcpu && vms[0].nr_vcpus > 0) {
+		err = source_file_open(&src, ref, vms[0].pid, vms[0].fd, 0, 0,
+				       &vcf);
+		if (err) {
+			rc = open_error(&vms[0], 0, err);
+			goto out;
+		}
+	}
 	if (want_vcpu && !want_vm && !vcf) {
 		errmsg("VM %d:%d has no vCPU to read the descriptors from",
 		       vms[0].pid, vms[0].fd);
-		return EXIT_NOVM;
+		rc = EXIT_NOVM;
+		goto out;
 	}
+	if (vmf)
+		say_skipped(&vms[0], vmf);
+	if (vcf)
+		say_skipped(&vms[0], vcf);
 	if (json) {
 		json_schemas(stdout, vmf, vcf, filter);
 	} else {
@@ -356,11 +466,19 @@ static int cmd_schema(int argc, char **argv)
 			text_schema(stdout, vcf, filter);
 		}
 	}
+	if (fflush(stdout)) {
+		errmsg("schema: writing the output: %s", strerror(errno));
+		rc = EXIT_FAIL;
+	}
+out:
 	kvmstats_file_free(vmf);
 	kvmstats_file_free(vcf);
+	kvmstats_vmref_free(ref);
 	free(vms);
-	close(devfd);
-	return EXIT_OK;
+	source_fini(&src);
+	if (filter)
+		regfree(filter);
+	return rc;
 }
 
 /* ------------------------------------------------------------------ show */
@@ -379,6 +497,64 @@ static void usage_show(FILE *f)
 	      f);
 }
 
+/*
+ * One object of a VM: open, read, print, close; one at a time, so `show`
+ * of a whole host needs no more than three fds.  0, or an exit status.
+ */
+static int show_one(const struct source *src, struct kvmstats_vmref *ref,
+		    const struct kvmstats_vm_info *vm, int vcpu,
+		    const char *comm, const char *name, bool json, size_t *nobj,
+		    const regex_t *filter)
+{
+	struct kvmstats_file *f;
+	struct obj o;
+	void *buf;
+	size_t sz;
+	int err;
+
+	err = source_file_open(src, ref, vm->pid, vm->fd, vcpu, 0, &f);
+	if (err)
+		return err; /* the caller decides */
+	say_skipped(vm, f);
+	sz = kvmstats_file_data_size(f);
+	buf = malloc(sz ? sz : 1);
+	if (!buf) {
+		kvmstats_file_free(f);
+		return -ENOMEM;
+	}
+	err = kvmstats_file_read(f, buf, sz);
+	if (err) {
+		errmsg("VM %d:%d: reading %s: %s", vm->pid, vm->fd,
+		       kvmstats_file_id(f), kvmstats_strerror(err));
+		kvmstats_file_free(f);
+		free(buf);
+		return exit_for(err); /* an exit status (> 0): said */
+	}
+	o = (struct obj){ .pid = vm->pid,
+			  .fd = vm->fd,
+			  .vcpu = vcpu,
+			  .file = f,
+			  .data = buf,
+			  .name = name,
+			  .comm = comm };
+	if (json) {
+		json_result(stdout, &o, filter, *nobj == 0);
+	} else {
+		if (vcpu < 0)
+			printf("%sVM %d:%d %s (%s%s%s)\n", *nobj ? "\n" : "",
+			       vm->pid, vm->fd, kvmstats_file_id(f), comm,
+			       name[0] ? ", guest " : "", name);
+		else
+			printf("%svCPU %d of VM %d:%d %s\n", *nobj ? "\n" : "",
+			       vcpu, vm->pid, vm->fd, kvmstats_file_id(f));
+		text_stats(stdout, &o, filter);
+	}
+	(*nobj)++;
+	kvmstats_file_free(f);
+	free(buf);
+	return 0;
+}
+
 static int cmd_show(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -390,16 +566,14 @@ static int cmd_show(int argc, char **argv)
 		{}
 	};
 	struct kvmstats_vm_info *vms = NULL;
-	struct obj *objs = NULL;
-	struct kvmstats_file **files = NULL;
-	void **bufs = NULL;
 	bool json = false, with_vm = true, all_vcpus = false;
-	int vcpu = -1, c, n, i, devfd;
-	size_t nobj = 0, room = 0, k;
+	int vcpu = -1, c, n, i, rc = EXIT_OK;
 	regex_t re, *filter = NULL;
+	struct source src;
+	size_t nobj = 0;
 	const char *sel;
 
-	while ((c = getopt_long(argc, argv, "af:jh", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":af:jh", opts, NULL)) != -1) {
 		switch (c) {
 		case 'c':
 			with_vm = false;
@@ -427,8 +601,7 @@ static int cmd_show(int argc, char **argv)
 			usage_show(stdout);
 			return EXIT_OK;
 		default:
-			usage_show(stderr);
-			return EXIT_USAGE;
+			return bad_option("show", c, argv);
 		}
 	}
 	if (argc - optind > 1) {
@@ -436,105 +609,60 @@ static int cmd_show(int argc, char **argv)
 		return EXIT_USAGE;
 	}
 	sel = optind < argc ? argv[optind] : NULL;
-	devfd = open_device();
-	n = select_vms(devfd, sel, &vms);
+	source_init(&src);
+	n = select_vms(&src, sel, &vms);
 
-	for (i = 0; i < n; i++) {
+	if (json)
+		fputs("[", stdout);
+	for (i = 0; i < n && rc == EXIT_OK; i++) {
+		const struct kvmstats_vm_info *vm = &vms[i];
 		int first = with_vm ? -1 : (all_vcpus ? 0 : vcpu);
-		int last = all_vcpus ? (int)vms[i].nr_vcpus - 1 :
+		int last = all_vcpus ? (int)vm->nr_vcpus - 1 :
 				       (with_vm ? -1 : vcpu);
-		int v;
+		struct kvmstats_vmref *ref = NULL;
+		char comm[32], name[128];
+		int v, err;
 
-		if (!all_vcpus && !with_vm && vcpu >= (int)vms[i].nr_vcpus) {
-			errmsg("VM %d:%d has no vCPU %d (it has %u)",
-			       vms[i].pid, vms[i].fd, vcpu, vms[i].nr_vcpus);
-			return EXIT_NOVM;
+		if (!all_vcpus && !with_vm && vcpu >= (int)vm->nr_vcpus) {
+			errmsg("VM %d:%d has no vCPU %d (it has %u)", vm->pid,
+			       vm->fd, vcpu, vm->nr_vcpus);
+			rc = EXIT_NOVM;
+			break;
 		}
+		err = source_vmref(&src, vm->pid, vm->fd, &ref);
+		if (err && (err == -ESRCH || err == -EBADF) && !sel)
+			continue; /* exited since the list: not ours to show */
+		if (err) {
+			rc = open_error(vm, -1, err);
+			break;
+		}
+		source_names(&src, vm->pid, vm->fd, comm, sizeof(comm), name,
+			     sizeof(name));
 		for (v = first; v <= last; v++) {
-			struct kvmstats_file *f;
-			size_t sz;
-			void *buf;
-			int err;
-
 			if (v == -1 && !with_vm)
 				continue;
-			err = kvmstats_file_open(devfd, vms[i].pid, vms[i].fd,
-						 v, &f);
+			err = show_one(&src, ref, vm, v, comm, name, json,
+				       &nobj, filter);
+			if (!err)
+				continue;
 			if ((err == -ESRCH || err == -EBADF) && !sel)
-				break; /* exited since the list: not ours to show */
-			if (err)
-				open_or_die(devfd, &vms[i], v, &f);
-			if (nobj == room) {
-				room = room ? 2 * room : 16;
-				objs = realloc(objs, room * sizeof(*objs));
-				files = realloc(files, room * sizeof(*files));
-				bufs = realloc(bufs, room * sizeof(*bufs));
-				if (!objs || !files || !bufs) {
-					errmsg("out of memory");
-					return EXIT_FAIL;
-				}
-			}
-			sz = kvmstats_file_data_size(f);
-			buf = malloc(sz ? sz : 1);
-			if (!buf) {
-				errmsg("out of memory");
-				return EXIT_FAIL;
-			}
-			err = kvmstats_file_read(f, buf, sz);
-			if (err) {
-				errmsg("VM %d:%d: reading %s: %s", vms[i].pid,
-				       vms[i].fd, kvmstats_file_id(f),
-				       kvmstats_strerror(err));
-				return exit_for(err);
-			}
-			files[nobj] = f;
-			bufs[nobj] = buf;
-			objs[nobj] = (struct obj){ .pid = vms[i].pid,
-						   .fd = vms[i].fd,
-						   .vcpu = v,
-						   .file = f,
-						   .data = buf };
-			nobj++;
+				break; /* exited since the list */
+			rc = err > 0 ? err : open_error(vm, v, err);
+			break;
 		}
+		kvmstats_vmref_free(ref);
 	}
-
-	if (json) {
-		json_results(stdout, objs, nobj, filter);
-	} else {
-		for (k = 0; k < nobj; k++) {
-			const struct obj *o = &objs[k];
-
-			if (o->vcpu < 0) {
-				char comm[32], name[128];
-
-				proc_names(o->pid, comm, sizeof(comm), name,
-					   sizeof(name));
-				printf("%sVM %d:%d %s (%s%s%s)\n",
-				       k ? "\n" : "", o->pid, o->fd,
-				       kvmstats_file_id(o->file), comm,
-				       name[0] ? ", guest " : "", name);
-			} else {
-				printf("%svCPU %d of VM %d:%d %s\n",
-				       k ? "\n" : "", o->vcpu, o->pid, o->fd,
-				       kvmstats_file_id(o->file));
-			}
-			text_stats(stdout, o, filter);
-		}
-	}
-	for (k = 0; k < nobj; k++) {
-		kvmstats_file_free(files[k]);
-		free(bufs[k]);
-	}
-	free(objs);
-	free(files);
-	free(bufs);
+	if (json)
+		fputs(nobj ? "\n]\n" : "]\n", stdout);
 	free(vms);
-	close(devfd);
+	source_fini(&src);
+	if (filter)
+		regfree(filter);
 	if (fflush(stdout)) {
-		errmsg("writing the output: %s", strerror(errno));
+		errmsg("show: writing the output: %s", strerror(errno));
 		return EXIT_FAIL;
 	}
-	return EXIT_OK;
+	return rc;
 }
 
 /* ------------------------------------------------------------------ main */
@@ -577,10 +705,10 @@ int main(int argc, char **argv)
 		return EXIT_OK;
 	}
 	if (!strcmp(argv[1], "--version")) {
-		printf("kvmstats %d.%d\n", LIBKVMSTATS_VERSION_MAJOR,
-		       LIBKVMSTATS_VERSION_MINOR);
+		printf("kvmstats %s\n", KVMSTATS_RELEASE);
 		return EXIT_OK;
 	}
+	raise_nofile();
 	for (i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
 		if (!strcmp(argv[1], cmds[i].name)) {
 			/* Options are parsed from the subcommand on. */
@@ -588,6 +716,9 @@ int main(int argc, char **argv)
 			return cmds[i].fn(argc - 1, argv + 1);
 		}
 	}
-	errmsg("unknown command '%s' (try kvmstats --help)", argv[1]);
+	if (argv[1][0] == '-')
+		errmsg("unknown option '%s' (try kvmstats --help)", argv[1]);
+	else
+		errmsg("unknown command '%s' (try kvmstats --help)", argv[1]);
 	return EXIT_USAGE;
 }

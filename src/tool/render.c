@@ -12,8 +12,10 @@
  * buckets.  A KVM bucket holds the integer raw values lo .. hi-1, so its
  * inclusive Prometheus bound is le = hi - 1 (converted to the base unit):
  * exact, where le = hi would claim values equal to hi that the bucket does
- * not hold.  _count is the sum of the buckets (exact); KVM keeps no sum, so
- * there is no _sum.
+ * not hold.  _count is the sum of the buckets (exact); _sum only where KVM
+ * keeps the exact sum in a sibling counter (hist_sums[] below).  Labels:
+ * pid, fd, the QEMU guest name where there is one, vcpu; kvm_vm_info
+ * carries the rest (command name, KVM's id string).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -114,8 +116,11 @@ void prom_name(const struct kvmstats_stat *s, bool vcpu, char *buf, size_t len)
 	for (i = 0; base[i]; i++) {
 		char c = base[i];
 
-		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-		      (c >= '0' && c <= '9') || c == '_'))
+		/* snake_case: Prometheus's lint rejects camelCase */
+		if (c >= 'A' && c <= 'Z')
+			base[i] = (char)(c - 'A' + 'a');
+		else if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+			   c == '_'))
 			base[i] = '_';
 	}
 	n = strlen(base);
@@ -205,6 +210,39 @@ void text_stats(FILE *out, const struct obj *o, const regex_t *filter)
 	}
 }
 
+void skip_reason(const struct kvmstats_file *f, const struct kvmstats_stat *s,
+		 int pid, int fd, char *buf, size_t len)
+{
+	char why[160];
+
+	if (s->flags & ~0xfffu)
+		snprintf(why, sizeof(why), "flag bits %#x unknown",
+			 s->flags & ~0xfffu);
+	else if (s->type > KVMSTATS_LOG_HIST)
+		snprintf(why, sizeof(why), "type %u unknown",
+			 (unsigned int)s->type);
+	else if (s->unit > KVMSTATS_UNIT_BOOLEAN)
+		snprintf(why, sizeof(why), "unit %u unknown",
+			 (unsigned int)s->unit);
+	else if (s->base > KVMSTATS_BASE_POW2)
+		snprintf(why, sizeof(why), "base %u unknown",
+			 (unsigned int)s->base);
+	else
+		snprintf(
+			why, sizeof(why),
+			"%s, unit %s, exponent %d, size %u and bucket size %u do not go together",
+			kvmstats_type_name(s->type),
+			kvmstats_unit_name(s->unit) ?
+				kvmstats_unit_name(s->unit) :
+				"none",
+			s->exponent, s->size, s->bucket_size);
+	snprintf(
+		buf, len,
+		"%s statistic %s of VM %d:%d skipped, not understood by this kvmstats: %s (descriptor flags %#x)",
+		kvmstats_file_is_vcpu(f) ? "vCPU" : "VM", s->name, pid, fd, why,
+		s->flags);
+}
+
 void text_schema(FILE *out, const struct kvmstats_file *f,
 		 const regex_t *filter)
 {
@@ -227,18 +265,70 @@ void text_schema(FILE *out, const struct kvmstats_file *f,
 
 void json_string(FILE *out, const char *s)
 {
-	fputc('"', out);
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
+	const unsigned char *p = (const unsigned char *)s;
 
-		if (c == '"' || c == '\\')
-			fprintf(out, "\\%c", c);
-		else if (c < 0x20)
-			fprintf(out, "\\u%04x", c);
-		else
-			fputc(c, out);
+	fputc('"', out);
+	while (*p) {
+		size_t n = utf8_seq_len(p);
+
+		if (n == 0) {
+			fputs("\\ufffd", out); /* not UTF-8: U+FFFD */
+			p++;
+		} else if (n > 1) {
+			fwrite(p, 1, n, out);
+			p += n;
+		} else if (*p == '"' || *p == '\\') {
+			fprintf(out, "\\%c", *p++);
+		} else if (*p < 0x20) {
+			fprintf(out, "\\u%04x", *p++);
+		} else {
+			fputc(*p++, out);
+		}
 	}
 	fputc('"', out);
+}
+
+void json_result(FILE *out, const struct obj *o, const regex_t *filter,
+		 bool first)
+{
+	unsigned int i, b, nr = kvmstats_file_num_stats(o->file);
+	bool none = true;
+
+	fprintf(out, "%s\n  {\"provider\": \"kvm\", \"target\": \"%s\", ",
+		first ? "" : ",", o->vcpu >= 0 ? "vcpu" : "vm");
+	fprintf(out, "\"pid\": %d, \"fd\": %d, ", o->pid, o->fd);
+	if (o->vcpu >= 0)
+		fprintf(out, "\"vcpu\": %d, ", o->vcpu);
+	fputs("\"id\": ", out);
+	json_string(out, kvmstats_file_id(o->file));
+	fputs(", \"stats\": [", out);
+	for (i = 0; i < nr; i++) {
+		const struct kvmstats_stat *s = kvmstats_file_stat(o->file, i);
+
+		if (!name_matches(filter, s->name))
+			continue;
+		fprintf(out, "%s\n    {\"name\": ", none ? "" : ",");
+		none = false;
+		json_string(out, s->name);
+		fputs(", \"value\": ", out);
+		if (kvmstats_is_hist(s)) {
+			fputc('[', out);
+			for (b = 0; b < s->size; b++)
+				fprintf(out, "%s%llu", b ? ", " : "",
+					(unsigned long long)kvmstats_value(
+						s, o->data, b));
+			fputc(']', out);
+		} else if (s->unit == KVMSTATS_UNIT_BOOLEAN) {
+			fputs(kvmstats_value(s, o->data, 0) ? "true" : "false",
+			      out);
+		} else {
+			fprintf(out, "%llu",
+				(unsigned long long)kvmstats_value(s, o->data,
+								   0));
+		}
+		fputc('}', out);
+	}
+	fprintf(out, "%s]}", none ? "" : "\n  ");
 }
 
 void json_results(FILE *out, const struct obj *objs, size_t n,
@@ -247,51 +337,8 @@ void json_results(FILE *out, const struct obj *objs, size_t n,
 	size_t k;
 
 	fputs("[", out);
-	for (k = 0; k < n; k++) {
-		const struct obj *o = &objs[k];
-		unsigned int i, b, nr = kvmstats_file_num_stats(o->file);
-		bool first = true;
-
-		fprintf(out,
-			"%s\n  {\"provider\": \"kvm\", \"target\": \"%s\", ",
-			k ? "," : "", o->vcpu >= 0 ? "vcpu" : "vm");
-		fprintf(out, "\"pid\": %d, \"fd\": %d, ", o->pid, o->fd);
-		if (o->vcpu >= 0)
-			fprintf(out, "\"vcpu\": %d, ", o->vcpu);
-		fputs("\"id\": ", out);
-		json_string(out, kvmstats_file_id(o->file));
-		fputs(", \"stats\": [", out);
-		for (i = 0; i < nr; i++) {
-			const struct kvmstats_stat *s =
-				kvmstats_file_stat(o->file, i);
-
-			if (!name_matches(filter, s->name))
-				continue;
-			fprintf(out, "%s\n    {\"name\": ", first ? "" : ",");
-			first = false;
-			json_string(out, s->name);
-			fputs(", \"value\": ", out);
-			if (kvmstats_is_hist(s)) {
-				fputc('[', out);
-				for (b = 0; b < s->size; b++)
-					fprintf(out, "%s%llu", b ? ", " : "",
-						(unsigned long long)
-							kvmstats_value(
-								s, o->data, b));
-				fputc(']', out);
-			} else if (s->unit == KVMSTATS_UNIT_BOOLEAN) {
-				fputs(kvmstats_value(s, o->data, 0) ? "true" :
-								      "false",
-				      out);
-			} else {
-				fprintf(out, "%llu",
-					(unsigned long long)kvmstats_value(
-						s, o->data, 0));
-			}
-			fputc('}', out);
-		}
-		fprintf(out, "%s]}", first ? "" : "\n  ");
-	}
+	for (k = 0; k < n; k++)
+		json_result(out, &objs[k], filter, k == 0);
 	fputs(n ? "\n]\n" : "]\n", out);
 }
 
@@ -344,11 +391,27 @@ void json_schemas(FILE *out, const struct kvmstats_file *vm,
 /*
  * The exposition is rendered from a plan: the families in output order,
  * each with its HELP/TYPE lines, names, histogram `le` label texts and the
- * (object, descriptor) pairs it has lines for, and per object its label
- * text.  None of that changes for an fd, so a struct prom_cache keeps the
- * plan between scrapes and only the values are formatted each time, into
- * a buffer the cache also keeps.  The plan is rebuilt when the objects
- * change (other files, or prom_cache_reset()).
+ * (object, descriptor) pairs it has lines for, per object its label text,
+ * and the kvm_vm_info family whole.  None of that changes for an fd, so a
+ * struct prom_cache keeps the plan between scrapes and only the values are
+ * formatted each time, into a buffer the cache also keeps.  The plan is
+ * rebuilt when the objects change (other files, or prom_cache_reset()).
+ *
+ * The plan also keeps the output valid, for `promtool check metrics`
+ * too, whatever the descriptors say:
+ *   - two statistics whose names sanitise to the same metric name (or
+ *     whose series names meet): the first keeps the name, the other is
+ *     left out and counted;
+ *   - a name Prometheus's lint rules reject (an abbreviated unit such as
+ *     _ms, a type word such as _gauge, _count on a gauge, ...; see
+ *     prom_name_rejected()) is left out and counted;
+ *   - a histogram whose upper bounds round to the same `le` text, or
+ *     overflow a double (a log2 histogram of more than 1024 buckets):
+ *     only the last bucket of each run of equal bounds gets a line, and
+ *     buckets without a finite bound fold into +Inf; the counts stay
+ *     cumulative, so nothing is lost;
+ *   - label values and HELP text are valid UTF-8 (an invalid byte becomes
+ *     U+FFFD) with \, " and newline escaped.
  */
 struct buf {
 	char *p;
@@ -391,23 +454,30 @@ static void buf_str(struct buf *b, const char *s)
 	buf_add(b, s, strlen(s));
 }
 
+static void buf_vprintf(struct buf *b, const char *fmt, va_list ap)
+{
+	va_list aq;
+	int n;
+
+	va_copy(aq, ap);
+	n = vsnprintf(NULL, 0, fmt, aq);
+	va_end(aq);
+	if (n < 0 || !buf_room(b, (size_t)n + 1))
+		return;
+	vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap);
+	b->len += (size_t)n;
+}
+
 static void buf_printf(struct buf *b, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
 static void buf_printf(struct buf *b, const char *fmt, ...)
 {
 	va_list ap;
-	int n;
 
 	va_start(ap, fmt);
-	n = vsnprintf(NULL, 0, fmt, ap);
+	buf_vprintf(b, fmt, ap);
 	va_end(ap);
-	if (n < 0 || !buf_room(b, (size_t)n + 1))
-		return;
-	va_start(ap, fmt);
-	vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap);
-	va_end(ap);
-	b->len += (size_t)n;
 }
 
 /* Decimal digits of @v at the end of @end; returns where they start. */
@@ -491,17 +561,63 @@ static size_t scaled_str(const struct kvmstats_stat *s, uint64_t raw, char *out)
 	}
 }
 
-static void prom_label_value(struct buf *b, const char *s)
+size_t utf8_seq_len(const unsigned char *p)
 {
-	for (; *s; s++) {
-		if (*s == '\\' || *s == '"') {
-			char e[2] = { '\\', *s };
+	unsigned char c = p[0];
+	uint32_t cp;
+	size_t n, i;
+
+	if (c < 0x80)
+		return 1;
+	if (c >= 0xc2 && c <= 0xdf) {
+		n = 2;
+		cp = c & 0x1f;
+	} else if (c >= 0xe0 && c <= 0xef) {
+		n = 3;
+		cp = c & 0x0f;
+	} else if (c >= 0xf0 && c <= 0xf4) {
+		n = 4;
+		cp = c & 0x07;
+	} else {
+		return 0;
+	}
+	for (i = 1; i < n; i++) {
+		if ((p[i] & 0xc0) != 0x80) /* a NUL ends here too */
+			return 0;
+		cp = (cp << 6) | (p[i] & 0x3f);
+	}
+	if ((n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) ||
+	    cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+		return 0; /* overlong, beyond Unicode, or a surrogate */
+	return n;
+}
+
+/*
+ * @s as a label value (@label) or HELP text: valid UTF-8, invalid bytes as
+ * U+FFFD; backslash and newline escaped, and in labels the double quote.
+ */
+static void prom_escape(struct buf *b, const char *s, bool label)
+{
+	const unsigned char *p = (const unsigned char *)s;
+
+	while (*p) {
+		size_t n = utf8_seq_len(p);
+
+		if (n == 0) {
+			buf_add(b, "\xef\xbf\xbd", 3);
+			p++;
+		} else if (n > 1) {
+			buf_add(b, p, n);
+			p += n;
+		} else if (*p == '\\' || (label && *p == '"')) {
+			char e[2] = { '\\', (char)*p++ };
 
 			buf_add(b, e, 2);
-		} else if (*s == '\n') {
+		} else if (*p == '\n') {
 			buf_add(b, "\\n", 2);
+			p++;
 		} else {
-			buf_add(b, s, 1);
+			buf_add(b, p++, 1);
 		}
 	}
 }
@@ -519,20 +635,130 @@ static int stat_index(const struct kvmstats_file *file, const char *name,
 	return i < 0 ? -1 : i;
 }
 
+/*
+ * The histograms whose sum KVM keeps exactly, in a counter of the same
+ * vCPU.  kvm_vcpu_halt() and update_halt_poll_stats() in virt/kvm/
+ * kvm_main.c (6.1 and 6.12) add the very same nanoseconds, in the same
+ * place, to each counter and to its histogram:
+ *     stats->halt_poll_success_ns += poll_ns;
+ *     KVM_STATS_LOG_HIST_UPDATE(stats->halt_poll_success_hist, poll_ns);
+ * (likewise _fail_, and halt_wait_ns/halt_wait_hist with cur - poll_end).
+ * No other histogram has such a counter, so only these get a _sum.  The
+ * two are read in one pread but not atomically: a scrape can see the sum
+ * one observation ahead of the buckets.  One thing can part them: root
+ * writing 0 to the counter's debugfs file (kvm_stat_data_clear) zeroes
+ * the counter, and the same on the histogram's file zeroes only its
+ * bucket 0; either is a counter reset Prometheus sees on that series.
+ */
+static const struct {
+	const char *hist, *sum;
+} hist_sums[] = {
+	{ "halt_poll_success_hist", "halt_poll_success_ns" },
+	{ "halt_poll_fail_hist", "halt_poll_fail_ns" },
+	{ "halt_wait_hist", "halt_wait_ns" },
+};
+
+/* The index in @file of the exact sum of histogram @h, or -1. */
+static int hist_sum_index(const struct kvmstats_file *file,
+			  const struct kvmstats_stat *h)
+{
+	const struct kvmstats_stat *s;
+	size_t i;
+	int idx;
+
+	if (h->type != KVMSTATS_LOG_HIST)
+		return -1;
+	for (i = 0; i < sizeof(hist_sums) / sizeof(hist_sums[0]); i++) {
+		if (strcmp(h->name, hist_sums[i].hist))
+			continue;
+		idx = kvmstats_file_find(file, hist_sums[i].sum);
+		s = kvmstats_file_stat(file, idx < 0 ? 0 : (unsigned int)idx);
+		if (idx >= 0 && s->type == KVMSTATS_CUMULATIVE &&
+		    s->unit == h->unit && s->base == h->base &&
+		    s->exponent == h->exponent)
+			return idx;
+	}
+	return -1;
+}
+
+/*
+ * Would `promtool check metrics` reject family @name of Prometheus type
+ * @ptype ("counter", "gauge", "histogram")?  Its lint rules, in our words:
+ * no '_'-separated word that abbreviates a unit (ns, ms, s, kb, h, ...),
+ * names a metric type, or is a unit that is not a base unit (minutes,
+ * bits, kilobytes, ...); "_total" on counters only; "_count", "_sum" and
+ * "_bucket" on histograms only.  prom_name() already writes snake_case.
+ */
+static bool prom_name_rejected(const char *name, const char *ptype)
+{
+	static const char *const bad_words[] = {
+		"s",	  "ms",	       "us",	  "ns",		"sec",
+		"b",	  "kb",	       "mb",	  "gb",		"tb",
+		"pb",	  "m",	       "h",	  "d",		"counter",
+		"gauge",  "histogram", "summary", "minutes",	"hours",
+		"days",	  "weeks",     "kelvins", "fahrenheit", "rankine",
+		"inches", "yards",     "miles",	  "bits",	"calories",
+		"pounds", "ounces",
+	};
+	static const char *const prefixes[] = {
+		"pico", "nano",	 "micro", "milli", "centi", "deci",
+		"deca", "hecto", "kilo",  "kibi",  "mega",  "mibi",
+		"giga", "gibi",	 "tera",  "tebi",  "peta",  "pebi",
+	};
+	static const char *const units[] = {
+		"amperes", "bytes",  "celsius", "grams",   "joules",
+		"kelvin",  "meters", "metres",	"seconds", "volts",
+		"minutes", "hours",  "days",	"weeks",   "bits",
+	};
+	bool hist = !strcmp(ptype, "histogram");
+	const char *w = name;
+	size_t i, j;
+
+	if (strcmp(ptype, "counter") ? ends_with(name, "_total") :
+				       !ends_with(name, "_total"))
+		return true;
+	if (!hist && (ends_with(name, "_count") || ends_with(name, "_sum") ||
+		      ends_with(name, "_bucket")))
+		return true;
+	while (*w) {
+		size_t l = strcspn(w, "_");
+
+		for (i = 0; i < sizeof(bad_words) / sizeof(bad_words[0]); i++)
+			if (strlen(bad_words[i]) == l &&
+			    !strncmp(w, bad_words[i], l))
+				return true;
+		for (i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++) {
+			size_t pl = strlen(prefixes[i]);
+
+			if (l <= pl || strncmp(w, prefixes[i], pl))
+				continue;
+			for (j = 0; j < sizeof(units) / sizeof(units[0]); j++)
+				if (strlen(units[j]) == l - pl &&
+				    !strncmp(w + pl, units[j], l - pl))
+					return true;
+		}
+		w += l;
+		w += *w == '_';
+	}
+	return false;
+}
+
 struct member {
 	size_t obj;	   /* index into the objects */
 	unsigned int stat; /* descriptor index in that object's file */
+	int sum;	   /* histograms: the index of the exact sum, or -1 */
 };
 
 struct family {
 	char *head;  /* "# HELP ...\n# TYPE ...\n" */
 	char *name;  /* the family name, or NAME_bucket for histograms */
 	char *count; /* histograms: NAME_count */
-	size_t name_len, count_len;
-	char **le; /* histograms: ",le=\"X\"} " per bucket */
+	char *sum;   /* histograms with an exact sum: NAME_sum, else NULL */
+	size_t name_len, count_len, sum_len;
+	char **le; /* histograms: ",le=\"X\"} " per bucket, NULL: folded */
 	size_t *le_len;
 	unsigned int nle;
-	bool hist, boolean;
+	bool hist, boolean, summed;
 	struct member *m;
 	size_t nm;
 };
@@ -540,9 +766,62 @@ struct family {
 struct objplan {
 	const struct kvmstats_file *file;
 	int pid, fd, vcpu;
-	char *labels; /* "{pid=\"..\",fd=\"..\",id=\"..\"[,vcpu=\"..\"]" */
+	char *labels; /* "{pid=\"..\",fd=\"..\"[,name=\"..\"][,vcpu=\"..\"]" */
 	size_t labels_len;
 };
+
+/* A set of strings (a few hundred at most): linear search is enough. */
+struct strset {
+	char **s;
+	size_t n, room;
+};
+
+/* Add @s (@kind as a one-character prefix); 1 if new, 0 if there, -1 ENOMEM. */
+static int strset_add(struct strset *set, char kind, const char *s)
+{
+	size_t i, l = strlen(s);
+	char *c;
+
+	for (i = 0; i < set->n; i++)
+		if (set->s[i][0] == kind && !strcmp(set->s[i] + 1, s))
+			return 0;
+	if (set->n == set->room) {
+		size_t room = set->room ? 2 * set->room : 64;
+		char **a = realloc(set->s, room * sizeof(*a));
+
+		if (!a)
+			return -1;
+		set->s = a;
+		set->room = room;
+	}
+	c = malloc(l + 2);
+	if (!c)
+		return -1;
+	c[0] = kind;
+	memcpy(c + 1, s, l + 1);
+	set->s[set->n++] = c;
+	return 1;
+}
+
+static bool strset_has(const struct strset *set, char kind, const char *s)
+{
+	size_t i;
+
+	for (i = 0; i < set->n; i++)
+		if (set->s[i][0] == kind && !strcmp(set->s[i] + 1, s))
+			return true;
+	return false;
+}
+
+static void strset_free(struct strset *set)
+{
+	size_t i;
+
+	for (i = 0; i < set->n; i++)
+		free(set->s[i]);
+	free(set->s);
+	memset(set, 0, sizeof(*set));
+}
 
 struct prom_cache {
 	bool valid;
@@ -551,6 +830,9 @@ struct prom_cache {
 	size_t no;
 	struct family *f;
 	size_t nf;
+	char *info; /* the kvm_vm_info family, text and values */
+	size_t info_len;
+	struct prom_skipped skipped;
 	struct buf out;
 };
 
@@ -570,6 +852,7 @@ void prom_cache_reset(struct prom_cache *c)
 		free(f->head);
 		free(f->name);
 		free(f->count);
+		free(f->sum);
 		for (b = 0; b < f->nle; b++)
 			free(f->le[b]);
 		free(f->le);
@@ -580,9 +863,13 @@ void prom_cache_reset(struct prom_cache *c)
 	for (i = 0; i < c->no; i++)
 		free(c->o[i].labels);
 	free(c->o);
+	free(c->info);
 	c->f = NULL;
 	c->o = NULL;
+	c->info = NULL;
+	c->info_len = 0;
 	c->nf = c->no = 0;
+	memset(&c->skipped, 0, sizeof(c->skipped));
 	c->valid = false;
 }
 
@@ -610,71 +897,116 @@ static char *buf_take(struct buf *b, size_t *len)
 	return p;
 }
 
-/* The family of @proto (desc @hint of objs[k]) over objs[k..n). */
-static bool plan_family(struct family *fam, const struct kvmstats_stat *proto,
-			bool vcpu, unsigned int hint, const struct obj *objs,
-			size_t k, size_t n)
+static bool obj_is_vcpu(const struct obj *o)
 {
+	return o->vcpu != -1; /* a vCPU, or every vCPU of a VM summed */
+}
+
+/*
+ * The `le` texts of histogram @proto into @fam: the inclusive raw bound
+ * hi - 1 of each bucket in the base unit, except buckets folded into a
+ * later line (see the comment at the top).
+ */
+static bool plan_le(struct family *fam, const struct kvmstats_stat *proto)
+{
+	double next = INFINITY;
+	unsigned int i;
+
+	fam->le = calloc(proto->size, sizeof(*fam->le));
+	fam->le_len = calloc(proto->size, sizeof(*fam->le_len));
+	if (!fam->le || !fam->le_len)
+		return false;
+	fam->nle = proto->size;
+	for (i = proto->size; i-- > 0;) {
+		struct buf b = { 0 };
+		char le[64];
+		double lo, hi, v;
+
+		kvmstats_bucket_bounds(proto, i, &lo, &hi);
+		if (i == proto->size - 1) {
+			snprintf(le, sizeof(le), "+Inf");
+		} else {
+			if (isinf(hi))
+				continue; /* no finite bound: folds into +Inf */
+			if (hi - 1 <= 9007199254740992.0)
+				kvmstats_scale_str(proto, (uint64_t)hi - 1, le,
+						   sizeof(le));
+			else
+				snprintf(le, sizeof(le), "%.17g",
+					 kvmstats_scale(proto, hi - 1));
+			v = strtod(le, NULL);
+			if (!(v < next))
+				continue; /* the same bound as a later line */
+			next = v;
+		}
+		buf_printf(&b, ",le=\"%s\"} ", le);
+		fam->le[i] = buf_take(&b, &fam->le_len[i]);
+		if (!fam->le[i])
+			return false;
+	}
+	return true;
+}
+
+/*
+ * The family of @proto (desc @hint of objs[k]) over objs[k..n), unless a
+ * name it needs is taken (*@taken) or Prometheus would reject its name
+ * (*@bad).  Members whose descriptor differs from @proto are left out
+ * (*@conflict).  False: out of memory.
+ */
+static bool plan_family(struct family *fam, const struct kvmstats_stat *proto,
+			unsigned int hint, const struct obj *objs, size_t k,
+			size_t n, struct strset *names, bool *taken, bool *bad,
+			bool *conflict)
+{
+	const struct obj *first = &objs[k];
+	bool vcpu = obj_is_vcpu(first);
 	const char *u = kvmstats_unit_name(proto->unit);
-	const char *ptype;
-	char name[160], unit[32];
+	const char *ptype, *how = "";
+	char name[160], unit[32], series[200];
 	struct buf b = { 0 };
+	bool all_sums = true;
 	size_t j;
+	int i;
 
 	memset(fam, 0, sizeof(*fam));
+	*taken = *bad = *conflict = false;
 	prom_name(proto, vcpu, name, sizeof(name));
 	raw_unit(proto, unit, sizeof(unit));
 	fam->hist = kvmstats_is_hist(proto);
 	fam->boolean = proto->unit == KVMSTATS_UNIT_BOOLEAN;
+	fam->summed = first->vcpu == OBJ_VCPUS;
 	if (fam->hist)
 		ptype = "histogram";
 	else if (proto->type == KVMSTATS_CUMULATIVE)
 		ptype = "counter";
 	else
 		ptype = "gauge";
-	buf_printf(&b, "# HELP %s KVM %s statistic %s (%s%s%s%s%s).\n", name,
-		   vcpu ? "vCPU" : "VM", proto->name,
-		   kvmstats_type_name(proto->type), u ? ", " : "", u ? u : "",
-		   *unit && strcmp(unit, "s") ? ", raw unit " : "",
-		   *unit && strcmp(unit, "s") ? unit : "");
-	buf_printf(&b, "# TYPE %s %s\n", name, ptype);
-	fam->head = buf_take(&b, NULL);
-	memset(&b, 0, sizeof(b));
-	buf_printf(&b, "%s%s", name, fam->hist ? "_bucket" : "");
-	fam->name = buf_take(&b, &fam->name_len);
-	if (!fam->head || !fam->name)
-		return false;
-	if (fam->hist) {
-		unsigned int i;
 
-		memset(&b, 0, sizeof(b));
-		buf_printf(&b, "%s_count", name);
-		fam->count = buf_take(&b, &fam->count_len);
-		fam->le = calloc(proto->size, sizeof(*fam->le));
-		fam->le_len = calloc(proto->size, sizeof(*fam->le_len));
-		if (!fam->count || !fam->le || !fam->le_len)
-			return false;
-		fam->nle = proto->size;
-		for (i = 0; i < proto->size; i++) {
-			char le[64];
-			double lo, hi;
+	if (prom_name_rejected(name, ptype)) {
+		*bad = true;
+		return true;
+	}
+	/* The names the family's lines use: all free, or none taken. */
+	{
+		static const char *const hsuffix[] = { "", "_bucket", "_count",
+						       "_sum" };
 
-			kvmstats_bucket_bounds(proto, i, &lo, &hi);
-			if (isinf(hi))
-				snprintf(le, sizeof(le), "+Inf");
-			else if (hi - 1 <= 9007199254740992.0)
-				kvmstats_scale_str(proto, (uint64_t)hi - 1, le,
-						   sizeof(le));
-			else
-				snprintf(le, sizeof(le), "%.17g",
-					 kvmstats_scale(proto, hi - 1));
-			memset(&b, 0, sizeof(b));
-			buf_printf(&b, ",le=\"%s\"} ", le);
-			fam->le[i] = buf_take(&b, &fam->le_len[i]);
-			if (!fam->le[i])
+		for (i = 0; i < (fam->hist ? 4 : 1); i++) {
+			snprintf(series, sizeof(series), "%s%s", name,
+				 hsuffix[i]);
+			if (strset_has(names, 'n', series)) {
+				*taken = true;
+				return true;
+			}
+		}
+		for (i = 0; i < (fam->hist ? 4 : 1); i++) {
+			snprintf(series, sizeof(series), "%s%s", name,
+				 hsuffix[i]);
+			if (strset_add(names, 'n', series) < 0)
 				return false;
 		}
 	}
+
 	fam->m = malloc((n - k) * sizeof(*fam->m));
 	if (!fam->m)
 		return false;
@@ -683,7 +1015,7 @@ static bool plan_family(struct family *fam, const struct kvmstats_stat *proto,
 		const struct kvmstats_stat *s;
 		int idx;
 
-		if ((o->vcpu >= 0) != vcpu)
+		if (obj_is_vcpu(o) != vcpu)
 			continue;
 		idx = stat_index(o->file, proto->name, hint);
 		if (idx < 0)
@@ -692,14 +1024,54 @@ static bool plan_family(struct family *fam, const struct kvmstats_stat *proto,
 		if (s->type != proto->type || s->size != proto->size ||
 		    s->flags != proto->flags ||
 		    s->exponent != proto->exponent ||
-		    s->bucket_size != proto->bucket_size)
+		    s->bucket_size != proto->bucket_size) {
+			*conflict = true;
 			continue;
-		fam->m[fam->nm++] = (struct member){ j, (unsigned int)idx };
+		}
+		fam->m[fam->nm] = (struct member){ j, (unsigned int)idx, -1 };
+		if (fam->hist) {
+			fam->m[fam->nm].sum = hist_sum_index(o->file, s);
+			all_sums = all_sums && fam->m[fam->nm].sum >= 0;
+		}
+		fam->nm++;
 	}
-	return true;
+
+	if (fam->summed)
+		how = proto->type == KVMSTATS_PEAK ?
+			      ", the highest of the VM's vCPUs" :
+			      ", summed over the VM's vCPUs";
+	buf_printf(&b, "# HELP %s KVM %s statistic ", name,
+		   vcpu ? "vCPU" : "VM");
+	prom_escape(&b, proto->name, false);
+	buf_printf(&b, " (%s%s%s%s%s%s).\n", kvmstats_type_name(proto->type),
+		   u ? ", " : "", u ? u : "",
+		   *unit && strcmp(unit, "s") ? ", raw unit " : "",
+		   *unit && strcmp(unit, "s") ? unit : "", how);
+	buf_printf(&b, "# TYPE %s %s\n", name, ptype);
+	fam->head = buf_take(&b, NULL);
+	memset(&b, 0, sizeof(b));
+	buf_printf(&b, "%s%s", name, fam->hist ? "_bucket" : "");
+	fam->name = buf_take(&b, &fam->name_len);
+	if (!fam->head || !fam->name)
+		return false;
+	if (!fam->hist)
+		return true;
+	memset(&b, 0, sizeof(b));
+	buf_printf(&b, "%s_count", name);
+	fam->count = buf_take(&b, &fam->count_len);
+	if (!fam->count)
+		return false;
+	if (all_sums && fam->nm) {
+		memset(&b, 0, sizeof(b));
+		buf_printf(&b, "%s_sum", name);
+		fam->sum = buf_take(&b, &fam->sum_len);
+		if (!fam->sum)
+			return false;
+	}
+	return plan_le(fam, proto);
 }
 
-/* Same descriptor names and flags, in the same order? */
+/* Same descriptors (understood and skipped), in the same order? */
 static bool same_layout(const struct kvmstats_file *a,
 			const struct kvmstats_file *b)
 {
@@ -707,7 +1079,8 @@ static bool same_layout(const struct kvmstats_file *a,
 
 	if (a == b)
 		return true;
-	if (nr != kvmstats_file_num_stats(b))
+	if (nr != kvmstats_file_num_stats(b) ||
+	    kvmstats_file_num_skipped(a) != kvmstats_file_num_skipped(b))
 		return false;
 	for (i = 0; i < nr; i++) {
 		const struct kvmstats_stat *x = kvmstats_file_stat(a, i);
@@ -717,6 +1090,10 @@ static bool same_layout(const struct kvmstats_file *a,
 		    strcmp(x->name, y->name))
 			return false;
 	}
+	for (i = 0; i < kvmstats_file_num_skipped(a); i++)
+		if (strcmp(kvmstats_file_skipped(a, i)->name,
+			   kvmstats_file_skipped(b, i)->name))
+			return false;
 	return true;
 }
 
@@ -735,10 +1112,76 @@ static bool plan_valid(const struct prom_cache *c, const struct obj *objs,
 	return true;
 }
 
+/* The labels of objs[k]: {pid, fd, name (if any), vcpu (vCPUs)}. */
+static bool plan_labels(struct objplan *op, const struct obj *o)
+{
+	struct buf b = { 0 };
+
+	*op = (struct objplan){ o->file, o->pid, o->fd, o->vcpu, NULL, 0 };
+	buf_printf(&b, "{pid=\"%d\",fd=\"%d\"", o->pid, o->fd);
+	if (o->name && o->name[0]) {
+		buf_str(&b, ",name=\"");
+		prom_escape(&b, o->name, true);
+		buf_add(&b, "\"", 1);
+	}
+	if (o->vcpu >= 0)
+		buf_printf(&b, ",vcpu=\"%d\"", o->vcpu);
+	op->labels = buf_take(&b, &op->labels_len);
+	return op->labels != NULL;
+}
+
+/*
+ * kvm_vm_info: one series of value 1 per VM (each pid, fd of the objects,
+ * which come grouped by VM), with what does not fit on every series: the
+ * command name and KVM's id string of the VM file.
+ */
+static bool plan_info(struct prom_cache *c, const struct obj *objs, size_t n)
+{
+	struct buf b = { 0 };
+	size_t k, j;
+
+	if (!n)
+		return true;
+	buf_str(&b, "# HELP kvm_vm_info A VM: its VMM's pid and VM fd, QEMU "
+		    "guest name, command name and KVM id string; always 1.\n"
+		    "# TYPE kvm_vm_info gauge\n");
+	for (k = 0; k < n; k = j) {
+		const struct obj *vm = NULL;
+
+		for (j = k; j < n && objs[j].pid == objs[k].pid &&
+			    objs[j].fd == objs[k].fd;
+		     j++)
+			if (objs[j].vcpu == -1)
+				vm = &objs[j];
+		buf_printf(&b, "kvm_vm_info{pid=\"%d\",fd=\"%d\"", objs[k].pid,
+			   objs[k].fd);
+		if (objs[k].name && objs[k].name[0]) {
+			buf_str(&b, ",name=\"");
+			prom_escape(&b, objs[k].name, true);
+			buf_add(&b, "\"", 1);
+		}
+		if (objs[k].comm) {
+			buf_str(&b, ",comm=\"");
+			prom_escape(&b, objs[k].comm, true);
+			buf_add(&b, "\"", 1);
+		}
+		if (vm) {
+			buf_str(&b, ",id=\"");
+			prom_escape(&b, kvmstats_file_id(vm->file), true);
+			buf_add(&b, "\"", 1);
+		}
+		buf_str(&b, "} 1\n");
+	}
+	c->info = buf_take(&b, &c->info_len);
+	return c->info != NULL;
+}
+
 static bool plan_build(struct prom_cache *c, const struct obj *objs, size_t n,
 		       const regex_t *filter)
 {
+	struct strset names = { 0 }, seen = { 0 }, unknown = { 0 };
 	size_t k, room = 0;
+	bool ok = false;
 	int pass;
 
 	prom_cache_reset(c);
@@ -747,73 +1190,88 @@ static bool plan_build(struct prom_cache *c, const struct obj *objs, size_t n,
 	if (!c->o)
 		return false;
 	c->no = n;
-	for (k = 0; k < n; k++) {
-		const struct obj *o = &objs[k];
-		struct buf b = { 0 };
-
-		c->o[k] = (struct objplan){ o->file, o->pid, o->fd,
-					    o->vcpu, NULL,   0 };
-		buf_printf(&b, "{pid=\"%d\",fd=\"%d\",id=\"", o->pid, o->fd);
-		prom_label_value(&b, kvmstats_file_id(o->file));
-		buf_add(&b, "\"", 1);
-		if (o->vcpu >= 0)
-			buf_printf(&b, ",vcpu=\"%d\"", o->vcpu);
-		c->o[k].labels = buf_take(&b, &c->o[k].labels_len);
-		if (!c->o[k].labels)
-			return false;
-	}
+	for (k = 0; k < n; k++)
+		if (!plan_labels(&c->o[k], &objs[k]))
+			goto out;
+	if (!plan_info(c, objs, n) ||
+	    strset_add(&names, 'n', "kvm_vm_info") < 0)
+		goto out;
 
 	/* VM families first, then vCPU families; each family once. */
 	for (pass = 0; pass < 2; pass++) {
 		bool vcpu = pass == 1;
+		char kind = vcpu ? 'c' : 'v';
 		const struct obj *first = NULL;
 
 		for (k = 0; k < n; k++) {
 			const struct obj *o = &objs[k];
 			unsigned int i, nr;
 
-			if ((o->vcpu >= 0) != vcpu)
+			if (obj_is_vcpu(o) != vcpu)
 				continue;
 			/* The usual case: every VM (vCPU) has the same table. */
 			if (first && same_layout(first->file, o->file))
 				continue;
 			if (!first)
 				first = o;
+			for (i = 0; i < kvmstats_file_num_skipped(o->file);
+			     i++) {
+				const char *nm =
+					kvmstats_file_skipped(o->file, i)->name;
+				int r;
+
+				if (!name_matches(filter, nm))
+					continue;
+				r = strset_add(&unknown, kind, nm);
+				if (r < 0)
+					goto out;
+				c->skipped.unknown += r;
+			}
 			nr = kvmstats_file_num_stats(o->file);
 			for (i = 0; i < nr; i++) {
 				const struct kvmstats_stat *s =
 					kvmstats_file_stat(o->file, i);
-				size_t j;
-				bool seen = false;
+				bool taken, bad, conflict;
+				int r;
 
 				if (!name_matches(filter, s->name))
 					continue;
-				/* Emitted already by an earlier object? */
-				for (j = 0; j < k && !seen; j++)
-					seen = (objs[j].vcpu >= 0) == vcpu &&
-					       stat_index(objs[j].file, s->name,
-							  i) >= 0;
-				if (seen)
+				/* Planned already from an earlier object? */
+				r = strset_add(&seen, kind, s->name);
+				if (r < 0)
+					goto out;
+				if (!r)
 					continue;
 				if (c->nf == room) {
-					size_t r = room ? 2 * room : 64;
+					size_t rm = room ? 2 * room : 64;
 					struct family *f =
-						realloc(c->f, r * sizeof(*f));
+						realloc(c->f, rm * sizeof(*f));
 
 					if (!f)
-						return false;
+						goto out;
 					c->f = f;
-					room = r;
+					room = rm;
 				}
 				c->nf++;
-				if (!plan_family(&c->f[c->nf - 1], s, vcpu, i,
-						 objs, k, n))
-					return false;
+				if (!plan_family(&c->f[c->nf - 1], s, i, objs,
+						 k, n, &names, &taken, &bad,
+						 &conflict))
+					goto out;
+				c->skipped.conflict += conflict;
+				c->skipped.collision += taken;
+				c->skipped.bad_name += bad;
+				if (taken || bad)
+					c->nf--;
 			}
 		}
 	}
 	c->valid = true;
-	return true;
+	ok = true;
+out:
+	strset_free(&names);
+	strset_free(&seen);
+	strset_free(&unknown);
+	return ok;
 }
 
 static void emit(struct prom_cache *c, const struct obj *objs)
@@ -821,6 +1279,7 @@ static void emit(struct prom_cache *c, const struct obj *objs)
 	struct buf *b = &c->out;
 	size_t i, j;
 
+	buf_add(b, c->info, c->info_len);
 	for (i = 0; i < c->nf; i++) {
 		const struct family *f = &c->f[i];
 
@@ -848,7 +1307,7 @@ static void emit(struct prom_cache *c, const struct obj *objs)
 				p += op->labels_len;
 				*p++ = '}';
 				*p++ = ' ';
-				if (f->boolean)
+				if (f->boolean && !f->summed)
 					*p++ = v ? '1' : '0';
 				else
 					p += scaled_str(s, v, p);
@@ -856,15 +1315,24 @@ static void emit(struct prom_cache *c, const struct obj *objs)
 				b->len = (size_t)(p - b->p);
 				continue;
 			}
-			for (k = 0; k <= f->nle; k++) {
-				const char *name =
-					k < f->nle ? f->name : f->count;
-				size_t nl =
-					k < f->nle ? f->name_len : f->count_len;
+			for (k = 0; k <= f->nle + 1; k++) {
+				const char *name = f->name;
+				size_t nl = f->name_len;
 
-				if (k < f->nle)
+				if (k < f->nle) {
 					cum += kvmstats_value(s, o->data, k);
-				if (!buf_room(b, nl + op->labels_len + 80 + 22))
+					if (!f->le[k])
+						continue;
+				} else if (k == f->nle) {
+					name = f->count;
+					nl = f->count_len;
+				} else if (f->sum) {
+					name = f->sum;
+					nl = f->sum_len;
+				} else {
+					break;
+				}
+				if (!buf_room(b, nl + op->labels_len + 80 + 64))
 					return;
 				p = b->p + b->len;
 				memcpy(p, name, nl);
@@ -878,7 +1346,20 @@ static void emit(struct prom_cache *c, const struct obj *objs)
 					*p++ = '}';
 					*p++ = ' ';
 				}
-				p += u64_str(cum, p);
+				if (k <= f->nle) {
+					p += u64_str(cum, p);
+				} else {
+					const struct kvmstats_stat *ss =
+						kvmstats_file_stat(
+							o->file,
+							(unsigned int)f->m[j]
+								.sum);
+
+					p += scaled_str(
+						ss,
+						kvmstats_value(ss, o->data, 0),
+						p);
+				}
 				*p++ = '\n';
 				b->len = (size_t)(p - b->p);
 			}
@@ -902,6 +1383,33 @@ int prom_cache_render(struct prom_cache *c, const struct obj *objs, size_t n,
 	*text = c->out.p ? c->out.p : "";
 	*len = c->out.len;
 	return 0;
+}
+
+void prom_cache_skipped(const struct prom_cache *c, struct prom_skipped *out)
+{
+	*out = c->skipped;
+}
+
+int prom_cache_printf(struct prom_cache *c, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	buf_vprintf(&c->out, fmt, ap);
+	va_end(ap);
+	return c->out.failed ? -ENOMEM : 0;
+}
+
+int prom_cache_label(struct prom_cache *c, const char *value)
+{
+	prom_escape(&c->out, value, true);
+	return c->out.failed ? -ENOMEM : 0;
+}
+
+const char *prom_cache_text(const struct prom_cache *c, size_t *len)
+{
+	*len = c->out.len;
+	return c->out.p ? c->out.p : "";
 }
 
 void prom_render(FILE *out, const struct obj *objs, size_t n,

@@ -13,13 +13,23 @@
 
 #include "libkvmstats.h"
 
-/* One sampled stats object: a VM (vcpu == -1) or one of its vCPUs. */
+/* struct obj.vcpu of the sum of every vCPU of a VM (export --per vm). */
+#define OBJ_VCPUS (-2)
+
+/*
+ * One sampled stats object: a VM (vcpu == -1), one of its vCPUs (the
+ * index), or all its vCPUs summed (OBJ_VCPUS: file is one of them, for the
+ * layout, and data the sums; booleans count the vCPUs where true, peaks
+ * take the highest).  Objects of one VM come one after the other.
+ */
 struct obj {
 	int pid;
 	int fd;
 	int vcpu;
 	const struct kvmstats_file *file;
 	const void *data; /* a sample of file's data block */
+	const char *name; /* QEMU guest name, "" or NULL: none */
+	const char *comm; /* the VMM's command name, or NULL */
 };
 
 /* Does @name pass @filter (NULL: everything passes)? */
@@ -28,15 +38,32 @@ bool name_matches(const regex_t *filter, const char *name);
 /* The raw unit of a stat, as a short suffix: "ns", "KiB", "cycles", "". */
 void raw_unit(const struct kvmstats_stat *s, char *buf, size_t len);
 
-/* Prometheus family name: kvm_vcpu_halt_wait_seconds_total, ... */
+/*
+ * Prometheus family name: kvm_vcpu_halt_wait_seconds_total, ...; lower
+ * case, anything but [a-z0-9_] becomes _.
+ */
 void prom_name(const struct kvmstats_stat *s, bool vcpu, char *buf, size_t len);
 
 /* Text: "name  value unit" lines (histograms: one line per non-empty bucket). */
 void text_stats(FILE *out, const struct obj *o, const regex_t *filter);
 
+/*
+ * The line saying that libkvmstats skipped statistic @s of file @f of VM
+ * @pid:@fd, and why (kvmstats_file_skipped()).
+ */
+void skip_reason(const struct kvmstats_file *f, const struct kvmstats_stat *s,
+		 int pid, int fd, char *buf, size_t len);
+
 /* Text: the descriptor table. */
 void text_schema(FILE *out, const struct kvmstats_file *f,
 		 const regex_t *filter);
+
+/*
+ * One StatsResult object, after a comma unless @first: the caller prints
+ * the "[" before the first and "\n]\n" ("]\n" if none) after the last.
+ */
+void json_result(FILE *out, const struct obj *o, const regex_t *filter,
+		 bool first);
 
 /* JSON array of StatsResult objects (one per object). */
 void json_results(FILE *out, const struct obj *objs, size_t n,
@@ -56,8 +83,10 @@ void prom_render(FILE *out, const struct obj *objs, size_t n,
  * histogram le labels, each object's label text, and the output buffer.
  * The cache notices other objects (files, pid, fd, vcpu) or another
  * filter; call prom_cache_reset() when files may have been freed and
- * others allocated (a file's address can be reused).  On success *@text
- * (valid until the next call) holds *@len bytes; else -ENOMEM.
+ * others allocated (a file's address can be reused), or when a guest or
+ * command name may have changed.  On success *@text (valid until the next
+ * call) holds *@len bytes; else -ENOMEM.  Not thread-safe: one cache per
+ * thread, or a lock.
  */
 struct prom_cache;
 struct prom_cache *prom_cache_new(void);
@@ -67,13 +96,44 @@ int prom_cache_render(struct prom_cache *c, const struct obj *objs, size_t n,
 		      const regex_t *filter, const char **text, size_t *len);
 
 /*
+ * Statistics the last rendering left out, each counted once per name and
+ * kind (VM or vCPU): not understood by libkvmstats (kvmstats_file_skipped),
+ * a metric name another statistic took first, a metric name Prometheus's
+ * lint rules reject, or a descriptor that differs from the same
+ * statistic's in another object.
+ */
+struct prom_skipped {
+	unsigned int unknown;
+	unsigned int collision;
+	unsigned int bad_name;
+	unsigned int conflict;
+};
+void prom_cache_skipped(const struct prom_cache *c, struct prom_skipped *out);
+
+/*
+ * Append to the text of the last prom_cache_render(): printf text, or a
+ * label value (escaped, valid UTF-8).  0 or -ENOMEM.  prom_cache_text()
+ * gives the whole text (valid until the next call on the cache).
+ */
+int prom_cache_printf(struct prom_cache *c, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+int prom_cache_label(struct prom_cache *c, const char *value);
+const char *prom_cache_text(const struct prom_cache *c, size_t *len);
+
+/*
+ * Length of the valid UTF-8 sequence at @p (1 to 4; 1 for ASCII), or 0 if
+ * the bytes there are not valid UTF-8 (overlong, surrogate, truncated).
+ */
+size_t utf8_seq_len(const unsigned char *p);
+
+/*
  * QEMU's guest name from a NUL-separated command line: "-name foo",
  * "-name foo,debug-threads=on" or "-name guest=foo,...".  1 if found.
  */
 int parse_guest_name(const char *cmdline, size_t len, char *name,
 		     size_t namelen);
 
-/* A JSON string literal (with quotes). */
+/* A JSON string literal (with quotes); invalid UTF-8 becomes U+FFFD. */
 void json_string(FILE *out, const char *s);
 
 #endif /* KVMSTATS_RENDER_H */

@@ -15,45 +15,97 @@
 /* Exit statuses, one per class of failure (documented in kvmstats(1)). */
 enum {
 	EXIT_OK = 0,
-	EXIT_FAIL = 1,	 /* a read or another system call failed */
-	EXIT_USAGE = 2,	 /* bad command line: option, number, regex */
-	EXIT_NODEV = 3,	 /* no /dev/kvmstats: module not loaded */
-	EXIT_PERM = 4,	 /* permission denied */
-	EXIT_NOVM = 5,	 /* no VM or vCPU matches the selection */
-	EXIT_GONE = 6,	 /* the VM exited while it was being read */
-	EXIT_LISTEN = 7, /* export --listen: cannot serve the address */
-	EXIT_INTR = 8,	 /* interrupted by a signal */
+	EXIT_FAIL = 1,	  /* a read or another system call failed */
+	EXIT_USAGE = 2,	  /* bad command line: option, number, regex */
+	EXIT_NODEV = 3,	  /* no /dev/kvmstats (or KVMSTATS_STATS_DIR) */
+	EXIT_PERM = 4,	  /* permission denied */
+	EXIT_NOVM = 5,	  /* no VM or vCPU matches the selection */
+	EXIT_GONE = 6,	  /* the VM exited while it was being read */
+	EXIT_LISTEN = 7,  /* export --listen: cannot serve the address */
+	EXIT_INTR = 8,	  /* interrupted by a signal */
+	EXIT_PARTIAL = 9, /* VMs or vCPUs left out: too many open files */
 };
 
-/* A VM being followed: its files, and two samples of each. */
+/*
+ * File descriptors the tool keeps free for everything but stats files and
+ * pidfds: reading /proc, the CSV log, the exporter's listening socket and
+ * its client connections.  The rest of RLIMIT_NOFILE (raised to the hard
+ * limit at start) is the budget for following VMs.
+ */
+#define FD_RESERVE 64
+
+/*
+ * Where the VMs come from: /dev/kvmstats, or (KVMSTATS_STATS_DIR) a
+ * directory of stats files standing for the host; see host.c.  Every
+ * command reads VMs through these functions.
+ */
+struct source {
+	int devfd;	 /* /dev/kvmstats, or -1 with a directory */
+	const char *dir; /* KVMSTATS_STATS_DIR, or NULL */
+};
+
+/* One stats object followed over time: a VM or one of its vCPUs. */
+struct objrec {
+	struct kvmstats_file *file; /* NULL: not open */
+	void *cur, *prev;	    /* the latest good sample, the one before */
+	double t_cur, t_prev;	    /* when they were read; 0: no such sample */
+	int err;		    /* the latest read: 0, or -errno */
+	bool fresh;		    /* cur is from the latest host_sample() */
+};
+
+enum vmstate {
+	VM_OPEN,     /* followed: its files are open */
+	VM_EXITED,   /* its process exited: fds closed, last values kept */
+	VM_LEFT_OUT, /* not opened: the open file limit (retried) */
+	VM_FAILED,   /* not opened: an error (retried) */
+};
+
+/* A VM being followed. */
 struct vmrec {
 	int pid;
 	int fd;
-	unsigned int nr_vcpus;
+	unsigned int nr_vcpus; /* as last listed */
 	char comm[32];
 	char name[128]; /* QEMU -name, or "" */
-	bool alive;
-	bool listed;   /* seen in the latest list */
-	double t_open; /* when its first sample was taken */
-	struct kvmstats_file *vm;
-	void *cur, *prev; /* VM samples */
-	unsigned int nv;  /* vCPU files open */
-	struct kvmstats_file **vcpu;
-	void **vcur, **vprev;
+	enum vmstate state;
+	bool listed;  /* seen in the latest list */
+	int vcpu_err; /* why vCPUs nv .. nr_vcpus-1 are not open */
+	struct kvmstats_vmref *ref; /* the device's VMs: its pidfd */
+	struct objrec vm;
+	unsigned int nv, vroom; /* vCPUs 0 .. nv-1 are open */
+	struct objrec *vcpu;
+	void *sum; /* host_vcpu_sum() */
+	size_t sum_size;
 };
 
+/* What the latest host_refresh() and host_sample() served and did not. */
+struct host_counts {
+	unsigned int vms, vcpus;	       /* sampled */
+	unsigned int left_vms, left_vcpus;     /* left out: open file limit */
+	unsigned int failed_vms, failed_vcpus; /* an open or read failed */
+	unsigned long long errors; /* failed opens and reads since host_init */
+};
+
+struct sample_ref;
+
 struct host {
-	int devfd;
-	const char *
-		dir; /* KVMSTATS_STATS_DIR: recorded files instead of the device */
+	struct source src;
 	struct vmrec *vms;
 	size_t nvms;
 	struct kvmstats_sweep *sweep;
 	struct kvmstats_sample *samples;
+	struct sample_ref *sref; /* what each sample is of */
 	size_t nsamples;
-	double t_cur, t_prev; /* CLOCK_MONOTONIC seconds of the samples */
 	unsigned long
 		gen; /* bumped whenever a file is opened, closed or freed */
+	size_t nfds; /* stats fds and pidfds held */
+	size_t fd_budget;     /* how many may be held */
+	unsigned long nofile; /* the soft RLIMIT_NOFILE at host_init() */
+	struct host_counts n;
+	bool queue_msgs; /* keep messages for host_flush_msgs() */
+	char **msgs;
+	size_t nmsgs;
+	char left_msg[512]; /* the latest open-file-limit message */
 };
 
 /* Helpers in main.c. */
@@ -61,17 +113,57 @@ void errmsg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int exit_for(int err);
 int open_device(void);
 int compile_filter(const char *re, regex_t *out);
-void proc_names(int pid, char *comm, size_t commlen, char *name,
-		size_t namelen);
 double now_mono(void);
+void raise_nofile(void);
+bool first_time(const char *key);
+void skipped_msgs(const struct kvmstats_file *f, int pid, int fd,
+		  void (*say)(void *ctx, const char *line), void *ctx);
+/* The one-line complaint about an unknown option; returns EXIT_USAGE. */
+int bad_option(const char *cmd, int c, char **argv);
 
-/* host.c: follow every VM of the host (or those @match accepts). */
-int host_init(struct host *h, int devfd);
-const char *host_stats_dir(void); /* KVMSTATS_STATS_DIR, or NULL */
+/* host.c: the source of VMs. */
+void source_init(struct source *src); /* exits if there is none */
+int source_list(const struct source *src, struct kvmstats_vm_info **vms);
+int source_vmref(const struct source *src, int pid, int fd,
+		 struct kvmstats_vmref **ref);
+int source_file_open(const struct source *src, struct kvmstats_vmref *ref,
+		     int pid, int fd, int vcpu, unsigned int flags,
+		     struct kvmstats_file **f);
+void source_names(const struct source *src, int pid, int fd, char *comm,
+		  size_t commlen, char *name, size_t namelen);
+/* Print why listing failed ("KVMSTATS_STATS_DIR /x: ..."); an exit status. */
+int source_list_error(const struct source *src, int err);
+void source_fini(struct source *src);
+
+/* host.c: follow every VM of the host over time, for `top` and `export`. */
+int host_init(struct host *h, const struct source *src);
 int host_refresh(struct host *h);
 int host_sample(struct host *h);
 void host_drop_exited(struct host *h);
+/* Sum @v's fresh vCPU samples into v->sum; -EAGAIN if not all are fresh. */
+int host_vcpu_sum(struct vmrec *v);
+void host_flush_msgs(struct host *h);
 void host_fini(struct host *h);
+
+/*
+ * export.c: what the exporter keeps between scrapes.  scrape() is the seam
+ * the HTTP server calls (see its comment in export.c for thread safety).
+ */
+struct scrape {
+	struct host host;
+	const regex_t *filter;
+	bool per_vm; /* --per vm: a VM's vCPU statistics summed */
+	struct prom_cache *cache;
+	unsigned long cache_gen;
+	struct obj *objs;
+	size_t objs_room;
+	unsigned long long scrapes;
+};
+
+int scrape_init(struct scrape *s, const struct source *src,
+		const regex_t *filter, bool per_vm);
+int scrape(struct scrape *s, const char **text, size_t *len);
+void scrape_fini(struct scrape *s);
 
 int cmd_top(int argc, char **argv);
 int cmd_export(int argc, char **argv);

@@ -39,7 +39,7 @@ struct top {
 	enum sort_key sort;
 	regex_t re;
 	regex_t *filter;
-	char filter_text[128];
+	char filter_text[1024];
 	double interval;
 	struct row *rows;
 	size_t nrows, room;
@@ -127,12 +127,28 @@ static struct row *new_row(struct top *t)
 	return &t->rows[t->nrows++];
 }
 
-/* Rows for the scalar stats of @f (samples @cur/@prev) under one object. */
-static void add_rows(struct top *t, const struct vmrec *v, int vcpu,
-		     const struct kvmstats_file *f, const void *cur,
-		     const void *prev, double dt)
+/*
+ * The rate of @s over the last two good samples of @o (0 without two, or
+ * when the VM has exited).
+ */
+static double rate_of(const struct kvmstats_stat *s, const struct objrec *o,
+		      bool alive)
 {
-	unsigned int i, nr = kvmstats_file_num_stats(f);
+	double dt = o->t_cur - o->t_prev;
+
+	if (!alive || !o->fresh || !o->t_prev || dt <= 0)
+		return 0;
+	return ((double)kvmstats_value(s, o->cur, 0) -
+		(double)kvmstats_value(s, o->prev, 0)) /
+	       dt;
+}
+
+/* Rows for the scalar stats of object @o (the VM, or vCPU @vcpu) of @v. */
+static void add_rows(struct top *t, const struct vmrec *v, int vcpu,
+		     const struct objrec *o)
+{
+	unsigned int i, nr = kvmstats_file_num_stats(o->file);
+	bool alive = v->state == VM_OPEN;
 	char obj[sizeof(t->rows[0].obj)];
 
 	if (vcpu >= 0)
@@ -140,7 +156,7 @@ static void add_rows(struct top *t, const struct vmrec *v, int vcpu,
 	else
 		snprintf(obj, sizeof(obj), "%d:%d", v->pid, v->fd);
 	for (i = 0; i < nr; i++) {
-		const struct kvmstats_stat *s = kvmstats_file_stat(f, i);
+		const struct kvmstats_stat *s = kvmstats_file_stat(o->file, i);
 		struct row *r;
 
 		if (kvmstats_is_hist(s) || !name_matches(t->filter, s->name))
@@ -153,38 +169,46 @@ static void add_rows(struct top *t, const struct vmrec *v, int vcpu,
 		r->pid = v->pid;
 		r->fd = v->fd;
 		r->vcpu = vcpu;
-		r->exited = !v->alive;
-		r->total = kvmstats_value(s, cur, 0);
-		if (v->alive && dt > 0)
-			r->rate = ((double)r->total -
-				   (double)kvmstats_value(s, prev, 0)) /
-				  dt;
+		r->exited = !alive;
+		r->total = kvmstats_value(s, o->cur, 0);
+		r->rate = rate_of(s, o, alive);
 	}
 }
 
-/* Per-VM view: the VM's vCPU stats summed over its vCPUs. */
-static void add_vcpu_sums(struct top *t, const struct vmrec *v, double dt)
+/*
+ * Per-VM view: the VM's vCPU stats summed over its vCPUs (the rate is the
+ * sum of the vCPUs' rates, each over its own interval), only when every
+ * vCPU was read this time: a sum without one is not the VM's.
+ */
+static void add_vcpu_sums(struct top *t, const struct vmrec *v)
 {
-	const struct kvmstats_file *f0 = v->vcpu[0];
+	const struct kvmstats_file *f0 = v->vcpu[0].file;
 	unsigned int i, c, nr = kvmstats_file_num_stats(f0);
+	bool alive = v->state == VM_OPEN;
 	char obj[sizeof(t->rows[0].obj)];
 
+	for (c = 0; alive && c < v->nv; c++)
+		if (!v->vcpu[c].fresh)
+			return;
+	if (alive && v->nv < v->nr_vcpus)
+		return;
 	snprintf(obj, sizeof(obj), "%d:%d", v->pid, v->fd);
 	for (i = 0; i < nr; i++) {
 		const struct kvmstats_stat *s = kvmstats_file_stat(f0, i);
-		uint64_t cur = 0, prev = 0;
+		uint64_t total = 0;
+		double rate = 0;
 		struct row *r;
 
 		if (kvmstats_is_hist(s) || !name_matches(t->filter, s->name))
 			continue;
 		for (c = 0; c < v->nv; c++) {
 			const struct kvmstats_stat *sc =
-				kvmstats_file_stat(v->vcpu[c], i);
+				kvmstats_file_stat(v->vcpu[c].file, i);
 
 			if (!sc || strcmp(sc->name, s->name))
 				continue; /* a vCPU with another table: leave it out */
-			cur += kvmstats_value(sc, v->vcur[c], 0);
-			prev += kvmstats_value(sc, v->vprev[c], 0);
+			total += kvmstats_value(sc, v->vcpu[c].cur, 0);
+			rate += rate_of(sc, &v->vcpu[c], alive);
 		}
 		r = new_row(t);
 		if (!r)
@@ -194,10 +218,9 @@ static void add_vcpu_sums(struct top *t, const struct vmrec *v, double dt)
 		r->pid = v->pid;
 		r->fd = v->fd;
 		r->vcpu = -1;
-		r->exited = !v->alive;
-		r->total = cur;
-		if (v->alive && dt > 0)
-			r->rate = ((double)cur - (double)prev) / dt;
+		r->exited = !alive;
+		r->total = total;
+		r->rate = rate;
 	}
 }
 
@@ -236,22 +259,22 @@ static void build_rows(struct top *t)
 	t->nrows = 0;
 	for (i = 0; i < t->host.nvms; i++) {
 		const struct vmrec *v = &t->host.vms[i];
-		double from =
-			t->host.t_prev > v->t_open ? t->host.t_prev : v->t_open;
-		double dt = t->host.t_cur - from;
+		bool alive = v->state == VM_OPEN;
 
-		if (!vm_selected(t, v) || !v->vm)
+		/* Exited VMs keep their last values; left out ones are counted. */
+		if (!vm_selected(t, v) || (!alive && v->state != VM_EXITED))
 			continue;
-		add_rows(t, v, -1, v->vm, v->cur, v->prev, dt);
+		if (v->vm.file && v->vm.t_cur && (v->vm.fresh || !alive))
+			add_rows(t, v, -1, &v->vm);
 		if (!v->nv)
 			continue;
 		if (!t->per_vcpu) {
-			add_vcpu_sums(t, v, dt);
+			add_vcpu_sums(t, v);
 			continue;
 		}
 		for (c = 0; c < v->nv; c++)
-			add_rows(t, v, (int)c, v->vcpu[c], v->vcur[c],
-				 v->vprev[c], dt);
+			if (v->vcpu[c].t_cur && (v->vcpu[c].fresh || !alive))
+				add_rows(t, v, (int)c, &v->vcpu[c]);
 	}
 	if (t->nrows > t->order_room) {
 		struct row **o = realloc(t->order, t->nrows * sizeof(*o));
@@ -283,9 +306,9 @@ static void count_vms(const struct top *t, size_t *alive, size_t *exited)
 	for (i = 0; i < t->host.nvms; i++) {
 		if (!vm_selected(t, &t->host.vms[i]))
 			continue;
-		if (t->host.vms[i].alive)
+		if (t->host.vms[i].state == VM_OPEN)
 			(*alive)++;
-		else
+		else if (t->host.vms[i].state == VM_EXITED)
 			(*exited)++;
 	}
 }
@@ -366,6 +389,30 @@ static void print_row(FILE *out, const struct row *r, size_t cols)
 	fwrite(line, 1, (size_t)(p - line), out);
 }
 
+/*
+ * What the last sample did not serve, as " failed 1/2 left-out 3/12"
+ * (VMs/vCPUs): into @buf, or printed when @buf is NULL.  Nothing when all
+ * was served.
+ */
+static void not_served(const struct top *t, char *buf, size_t len)
+{
+	const struct host_counts *n = &t->host.n;
+	char out[128];
+	int k = 0;
+
+	out[0] = '\0';
+	if (n->failed_vms || n->failed_vcpus)
+		k += snprintf(out + k, sizeof(out) - (size_t)k, " failed %u/%u",
+			      n->failed_vms, n->failed_vcpus);
+	if (n->left_vms || n->left_vcpus)
+		snprintf(out + k, sizeof(out) - (size_t)k, " left-out %u/%u",
+			 n->left_vms, n->left_vcpus);
+	if (buf)
+		snprintf(buf, len, "%s", out);
+	else
+		fputs(out, stdout);
+}
+
 static void print_batch(struct top *t)
 {
 	size_t i, alive, exited;
@@ -374,9 +421,11 @@ static void print_batch(struct top *t)
 
 	strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", localtime(&now));
 	count_vms(t, &alive, &exited);
-	printf("# kvmstats top %s interval %.3fs VMs %zu exited %zu view %s sort %s\n",
+	printf("# kvmstats top %s interval %.3fs VMs %zu exited %zu view %s sort %s",
 	       when, t->interval, alive, exited, t->per_vcpu ? "vcpu" : "vm",
 	       sort_name(t->sort));
+	not_served(t, NULL, 0);
+	putchar('\n');
 	printf("%-22s %-32s %20s %14s\n", "OBJECT", "STAT", "TOTAL", "RATE/s");
 	for (i = 0; i < t->nrows; i++)
 		print_row(stdout, t->order[i], SIZE_MAX);
@@ -413,37 +462,62 @@ static void put_line(size_t cols, const char *fmt, ...)
 static void draw(struct top *t, const char *prompt)
 {
 	struct winsize ws = { .ws_row = 24, .ws_col = 80 };
-	size_t i, alive, exited, lines, cols;
-	char when[32], head[256];
+	size_t i, alive, exited, lines, cols, title, flen;
+	char when[32], head[1200], ns[128];
 	time_t now = time(NULL);
 
 	ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws);
-	if (ws.ws_row < 5)
-		ws.ws_row = 5;
+	if (ws.ws_row < 6)
+		ws.ws_row = 6;
 	if (ws.ws_col < 20)
 		ws.ws_col = 20;
 	cols = ws.ws_col;
 	strftime(when, sizeof(when), "%H:%M:%S", localtime(&now));
 	count_vms(t, &alive, &exited);
+	not_served(t, ns, sizeof(ns));
 	fputs("\033[H\033[2J", stdout);
-	put_line(
-		cols,
-		"kvmstats top  %s  every %.1fs  VMs: %zu running, %zu exited  view: %s  sort: %s  filter: %s",
-		when, t->interval, alive, exited,
-		t->per_vcpu ? "per vCPU" : "per VM", sort_name(t->sort),
-		t->filter ? t->filter_text : "-");
+	/*
+	 * The title, and the filter after it when it fits; else the filter
+	 * gets a line of its own, cut only if it is wider than the screen.
+	 */
+	snprintf(
+		head, sizeof(head),
+		"kvmstats top  %s  every %.1fs  VMs: %zu running, %zu exited%s  view: %s  sort: %s",
+		when, t->interval, alive, exited, ns,
+		t->per_vcpu ? "per vCPU" : "per VM", sort_name(t->sort));
+	title = strlen(head);
+	flen = strlen(t->filter ? t->filter_text : "-");
+	if (title + 10 + flen <= cols) {
+		put_line(cols, "%s  filter: %s", head,
+			 t->filter ? t->filter_text : "-");
+		title = 1;
+	} else {
+		put_line(cols, "%s", head);
+		if (10 + flen <= cols)
+			put_line(cols, "filter: %s",
+				 t->filter ? t->filter_text : "-");
+		else
+			put_line(cols, "filter: %.*s...", (int)(cols - 13),
+				 t->filter_text);
+		title = 2;
+	}
 	snprintf(head, sizeof(head), "%-22s %-32s %20s %14s", "OBJECT", "STAT",
 		 "TOTAL", "RATE/s");
 	fputs("\033[7m", stdout);
 	fwrite(head, 1, strlen(head) < cols ? strlen(head) : cols, stdout);
 	fputs("\033[0m\n", stdout);
-	lines = (size_t)ws.ws_row - 3;
+	lines = (size_t)ws.ws_row - 2 - title;
 	for (i = 0; i < t->nrows && i < lines; i++)
 		print_row(stdout, t->order[i], cols);
 	printf("\033[%d;1H", ws.ws_row);
 	if (prompt) {
+		size_t pl = strlen(prompt), room = cols > 42 ? cols - 42 : 1;
+
+		/* A long pattern shows its end, where the typing is. */
 		snprintf(head, sizeof(head),
-			 "filter (extended regex, empty: none): %s", prompt);
+			 "filter (extended regex, empty: none): %s%s",
+			 pl > room ? "..." : "",
+			 pl > room ? prompt + pl - room + 3 : prompt);
 	} else if (t->msg[0]) {
 		snprintf(head, sizeof(head), "%s", t->msg);
 	} else {
@@ -524,7 +598,8 @@ static void set_filter(struct top *t, const char *text)
 
 			regerror(err, &re, why, sizeof(why));
 			snprintf(t->msg, sizeof(t->msg),
-				 "bad regex '%.40s': %s", text, why);
+				 "bad regex '%.40s%s': %s", text,
+				 strlen(text) > 40 ? "..." : "", why);
 			return;
 		}
 	}
@@ -542,7 +617,7 @@ static void set_filter(struct top *t, const char *text)
 /* Handle one key; returns false to quit. */
 static bool key(struct top *t, char c)
 {
-	char line[128];
+	char line[sizeof(t->filter_text)];
 
 	t->msg[0] = '\0';
 	switch (c) {
@@ -606,10 +681,11 @@ int cmd_top(int argc, char **argv)
 	bool batch = false;
 	long count = -1, done = 0;
 	struct sigaction sa = { .sa_handler = on_signal };
+	struct source src;
 	char *end;
-	int c, err, devfd, rc = EXIT_OK;
+	int c, err, rc = EXIT_OK;
 
-	while ((c = getopt_long(argc, argv, "d:s:f:bn:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":d:s:f:bn:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'd':
 			t.interval = strtod(optarg, &end);
@@ -645,6 +721,11 @@ int cmd_top(int argc, char **argv)
 			}
 			break;
 		case 'f':
+			if (strlen(optarg) >= sizeof(t.filter_text)) {
+				errmsg("top: the filter is longer than %zu characters",
+				       sizeof(t.filter_text) - 1);
+				return EXIT_USAGE;
+			}
 			if (compile_filter(optarg, &t.re))
 				return EXIT_USAGE;
 			t.filter = &t.re;
@@ -669,8 +750,7 @@ int cmd_top(int argc, char **argv)
 			usage_top(stdout);
 			return EXIT_OK;
 		default:
-			usage_top(stderr);
-			return EXIT_USAGE;
+			return bad_option("top", c, argv);
 		}
 	}
 	if (argc - optind > 1) {
@@ -684,23 +764,29 @@ int cmd_top(int argc, char **argv)
 	setvbuf(stdout, NULL, _IOFBF, 1 << 16);
 
 	/* KVMSTATS_STATS_DIR: a directory of stats files stands for the host. */
-	devfd = host_stats_dir() ? -1 : open_device();
+	source_init(&src);
 	if (csv) {
 		t.csv = fopen(csv, "we");
 		if (!t.csv) {
-			errmsg("%s: %s", csv, strerror(errno));
-			return exit_for(errno);
+			errmsg("top: --csv %s: %s", csv, strerror(errno));
+			source_fini(&src);
+			return EXIT_FAIL;
 		}
 		fputs("time,pid,fd,vcpu,stat,total,rate,state\n", t.csv);
 	}
-	err = host_init(&t.host, devfd);
+	err = host_init(&t.host, &src);
 	if (!err)
 		err = host_refresh(&t.host);
+	/* A first sample, so that the first report has rates. */
+	if (!err)
+		err = host_sample(&t.host);
 	if (err) {
-		errmsg("top: %s", kvmstats_strerror(err));
-		return exit_for(err);
+		rc = err == -ENOENT || err == -ENOTDIR ?
+			     source_list_error(&src, err) :
+			     (errmsg("top: %s", kvmstats_strerror(err)),
+			      exit_for(err));
+		goto out;
 	}
-	t.host.t_cur = now_mono();
 	if (t.sel) {
 		size_t i, n = 0;
 
@@ -708,7 +794,8 @@ int cmd_top(int argc, char **argv)
 			n += vm_selected(&t, &t.host.vms[i]);
 		if (!n) {
 			errmsg("no VM matches '%s' (see kvmstats list)", t.sel);
-			return EXIT_NOVM;
+			rc = EXIT_NOVM;
+			goto out;
 		}
 	}
 	sigaction(SIGINT, &sa, NULL);
@@ -721,6 +808,8 @@ int cmd_top(int argc, char **argv)
 		sigaction(SIGWINCH, &wa,
 			  NULL); /* no SA_RESTART: poll() returns */
 		tty_setup();
+		/* Messages would spoil the screen: said when it is gone. */
+		t.host.queue_msgs = tty_raw;
 		build_rows(&t);
 		draw(&t, NULL);
 	}
@@ -777,8 +866,11 @@ int cmd_top(int argc, char **argv)
 			err = host_sample(&t.host);
 		if (err) {
 			tty_restore();
-			errmsg("top: %s", kvmstats_strerror(err));
-			rc = exit_for(err);
+			host_flush_msgs(&t.host);
+			rc = err == -ENOENT || err == -ENOTDIR ?
+				     source_list_error(&src, err) :
+				     (errmsg("top: %s", kvmstats_strerror(err)),
+				      exit_for(err));
 			break;
 		}
 		build_rows(&t);
@@ -790,15 +882,22 @@ int cmd_top(int argc, char **argv)
 		done++;
 	}
 	tty_restore();
+	host_flush_msgs(&t.host);
+	/* A bounded batch run is one-shot: say it was not whole. */
+	if (!rc && batch && count > 0 && done == count &&
+	    (t.host.n.left_vms || t.host.n.left_vcpus))
+		rc = EXIT_PARTIAL;
+out:
 	if (t.csv && fclose(t.csv)) {
-		errmsg("%s: %s", csv, strerror(errno));
-		rc = EXIT_FAIL;
+		errmsg("top: --csv %s: %s", csv, strerror(errno));
+		rc = rc ? rc : EXIT_FAIL;
 	}
 	host_fini(&t.host);
+	source_fini(&src);
 	free(t.rows);
 	free(t.order);
-	if (devfd >= 0)
-		close(devfd);
+	if (t.filter)
+		regfree(t.filter);
 	if (stop_sig == SIGINT || stop_sig == SIGTERM || stop_sig == SIGHUP)
 		return rc ? rc : (batch && count > 0 ? EXIT_INTR : EXIT_OK);
 	return rc;

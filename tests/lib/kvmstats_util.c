@@ -785,8 +785,8 @@ int ksg_test_open(void)
 	int fd = open(KSG_TEST_DEVICE, O_RDWR | O_CLOEXEC);
 
 	if (fd < 0)
-		tap_bail("open %s: %s (is ksg_test.ko loaded?)", KSG_TEST_DEVICE,
-			 strerror(errno));
+		tap_bail("open %s: %s (is ksg_test.ko loaded?)",
+			 KSG_TEST_DEVICE, strerror(errno));
 	return fd;
 }
 

@@ -42,13 +42,17 @@ ks_moddir()
 }
 
 # Copy module $2 (file name without .ko) of kernel $1 to directory $3 as an
-# uncompressed .ko, whichever compression Debian used for it.
+# uncompressed .ko, whichever compression Debian used for it.  With a
+# fourth argument "optional", a kernel without the module is no error.
 ks_copy_module()
 {
 	local rel=$1 name=$2 dst=$3 src
 
 	src=$(find "$(ks_moddir "$rel")" -name "$name.ko" -o -name "$name.ko.xz" \
 		-o -name "$name.ko.zst" -o -name "$name.ko.gz" | head -n 1)
+	if [ -z "$src" ] && [ "${4:-}" = optional ]; then
+		return 0
+	fi
 	[ -n "$src" ] || ks_die "module $name not found for kernel $rel"
 	case "$src" in
 	*.ko)		cp "$src" "$dst/$name.ko" ;;

@@ -101,14 +101,16 @@ static void check_pidfd(pid_t me, struct vm *vm, int pipe_rd, int unused)
 	tap_check(ours >= 0, "(pidfd) own pidfd + VM fd gives an fd (%s)",
 		  ours >= 0 ? "ok" : errname(-ours));
 	if (ours >= 0)
-		stats_fds_identical(ours, native,
-				    "(pidfd) that VM file is identical to native");
+		stats_fds_identical(
+			ours, native,
+			"(pidfd) that VM file is identical to native");
 	close(native);
 	ours = __kvmstats_get_stats_fd_pidfd(dev, self, vm->fd, 1);
 	native = vcpu_get_stats_fd(vm->vcpus[1]);
 	if (ours >= 0)
-		stats_fds_identical(ours, native,
-				    "(pidfd) vCPU 1 file is identical to native");
+		stats_fds_identical(
+			ours, native,
+			"(pidfd) vCPU 1 file is identical to native");
 	else
 		tap_check(0, "(pidfd) own pidfd + vcpu 1 gives an fd (%s)",
 			  errname(-ours));
@@ -167,14 +169,16 @@ static void check_pidfd(pid_t me, struct vm *vm, int pipe_rd, int unused)
 	r = __pidfd_open(gettid(), O_EXCL /* PIDFD_THREAD */);
 	if (r >= 0) {
 		ours = __kvmstats_get_stats_fd_pidfd(dev, r, vm->fd, -1);
-		tap_check(ours >= 0, "(pidfd) a thread pidfd of this process works (%s)",
+		tap_check(ours >= 0,
+			  "(pidfd) a thread pidfd of this process works (%s)",
 			  ours >= 0 ? "ok" : errname(-ours));
 		if (ours >= 0)
 			close(ours);
 		close(r);
 	} else {
-		tap_diag("pidfd_open(PIDFD_THREAD): %s: this kernel predates thread pidfds",
-			 errname(-r));
+		tap_diag(
+			"pidfd_open(PIDFD_THREAD): %s: this kernel predates thread pidfds",
+			errname(-r));
 	}
 	close(zpidfd);
 	close(memfd);
@@ -354,8 +358,8 @@ int main(void)
 		int ksg = ksg_test_open();
 		int impostor = ksg_impostor(ksg);
 		int memfd = memfd_create("kvm-vm", MFD_CLOEXEC);
-		int named = open("/tmp/kvm-vm", O_RDWR | O_CREAT | O_CLOEXEC,
-				 0600);
+		int named =
+			open("/tmp/kvm-vm", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 
 		expect(0, impostor, -1, EINVAL,
 		       "an anonymous-inode file named kvm-vm (the helper's impostor)");

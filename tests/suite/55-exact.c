@@ -54,8 +54,10 @@ static void check_same_as_list(int pidfd, pid_t pid, const char *what)
 	for (i = 0; same && i < n; i++)
 		if (all[i].pid == pid)
 			same = !memcmp(&all[i], &one[j++], sizeof(all[i]));
-	tap_check(same, "%s: LIST_PIDFD gives exactly LIST_VMS's %d entries of pid %d (got %d)",
-		  what, count_vm(all, n, pid, -1), (int)pid, m);
+	tap_check(
+		same,
+		"%s: LIST_PIDFD gives exactly LIST_VMS's %d entries of pid %d (got %d)",
+		what, count_vm(all, n, pid, -1), (int)pid, m);
 	free(all);
 	free(one);
 }
@@ -82,10 +84,11 @@ static void check_list_pidfd(void)
 	pfd = pidfd_open_or_fail(c.info.pid);
 	check_same_as_list(pfd, c.info.pid, "child VMM");
 	n = __kvmstats_list_pidfd(dev, pfd, &vms);
-	tap_check(n == 1 && vms[0].pid == c.info.pid &&
-			  vms[0].fd == c.info.vm_fd && vms[0].nr_vcpus == 1,
-		  "child VMM's pidfd: its one VM at fd %d with 1 vCPU (%d entries)",
-		  c.info.vm_fd, n);
+	tap_check(
+		n == 1 && vms[0].pid == c.info.pid &&
+			vms[0].fd == c.info.vm_fd && vms[0].nr_vcpus == 1,
+		"child VMM's pidfd: its one VM at fd %d with 1 vCPU (%d entries)",
+		c.info.vm_fd, n);
 	free(vms);
 
 	/* Errors. */
@@ -245,15 +248,17 @@ static int pid_reuse_ns_init(void)
 
 	fd = __kvmstats_get_stats_fd(dev, a, 100, -1);
 	stats_fd_id(fd, got, sizeof(got));
-	tap_check(!strcmp(got, id_b),
-		  "ns: by the reused pid %d, VMM B's VM (%s, got %s): a pid names whoever has it now",
-		  (int)a, id_b, got);
+	tap_check(
+		!strcmp(got, id_b),
+		"ns: by the reused pid %d, VMM B's VM (%s, got %s): a pid names whoever has it now",
+		(int)a, id_b, got);
 	if (fd >= 0)
 		close(fd);
 	fd = __kvmstats_get_stats_fd_pidfd(dev, pfd_a, 100, -1);
-	tap_check(fd == -ESRCH,
-		  "ns: by VMM A's pidfd after the reuse: ESRCH, never B's VM (got %d)",
-		  fd);
+	tap_check(
+		fd == -ESRCH,
+		"ns: by VMM A's pidfd after the reuse: ESRCH, never B's VM (got %d)",
+		fd);
 	if (fd >= 0)
 		close(fd);
 	fd = __kvmstats_get_stats_fd_pidfd(dev, pfd_a, 100, 0);
@@ -311,8 +316,7 @@ static int sharer_fn(void *arg)
  * back in @res: how often the VM at (@pid, @fd) appears, and how many
  * entries name the sharer.
  */
-static pid_t start_lister(int go_rd, int done_wr, int res_wr, pid_t pid,
-			  int fd)
+static pid_t start_lister(int go_rd, int done_wr, int res_wr, pid_t pid, int fd)
 {
 	pid_t p;
 
@@ -365,12 +369,13 @@ static void check_shared_mm(unsigned long flags, const char *what)
 	waitpid(lister, NULL, 0);
 	if (read(res[0], r, sizeof(r)) != sizeof(r))
 		tap_diag("the lister reported nothing");
-	tap_check(r[0] == 1,
-		  "%s: the VM is listed exactly once, under its creator (%d times)",
-		  what, r[0]);
+	tap_check(
+		r[0] == 1,
+		"%s: the VM is listed exactly once, under its creator (%d times)",
+		what, r[0]);
 	tap_check(r[2] == n,
-		  "%s: no entry under the sharer, %d in all as before (%d)", what,
-		  n, r[2]);
+		  "%s: no entry under the sharer, %d in all as before (%d)",
+		  what, n, r[2]);
 	munmap(stack, 65536);
 	close(go[0]);
 	close(go[1]);
@@ -423,13 +428,15 @@ static void check_exit_window(void)
 	pfd = pidfd_open_or_fail(p);
 	for (i = 0; i < 3000 && ioctl(ksg, KSG_TEST_HELD) != 1; i++)
 		usleep(1000);
-	tap_check(i < 3000, "the VMM's leader is held between exit_mm and exit_files");
+	tap_check(i < 3000,
+		  "the VMM's leader is held between exit_mm and exit_files");
 
 	/* In the window. */
 	n = kvmstats_list_vms(dev, &vms);
-	tap_check(count_vm(vms, n, p, vmfd) == 1,
-		  "in the window: LIST_VMS lists the VM under %d at fd %d (%d times)",
-		  (int)p, vmfd, count_vm(vms, n, p, vmfd));
+	tap_check(
+		count_vm(vms, n, p, vmfd) == 1,
+		"in the window: LIST_VMS lists the VM under %d at fd %d (%d times)",
+		(int)p, vmfd, count_vm(vms, n, p, vmfd));
 	free(vms);
 	fd = __kvmstats_get_stats_fd(dev, p, vmfd, 0);
 	tap_check(fd >= 0, "in the window: GET_STATS_FD by pid works (%d)", fd);
@@ -450,9 +457,10 @@ static void check_exit_window(void)
 	if (fd >= 0) {
 		a = stats_read_stat(fd, "io_exits");
 		b = stats_wait_above(fd, "io_exits", a, 5000);
-		tap_check(b > a,
-			  "leader gone: the VM still runs and is read live (io_exits %llu -> %llu)",
-			  (unsigned long long)a, (unsigned long long)b);
+		tap_check(
+			b > a,
+			"leader gone: the VM still runs and is read live (io_exits %llu -> %llu)",
+			(unsigned long long)a, (unsigned long long)b);
 		close(fd);
 	}
 	kill(p, SIGKILL);

@@ -396,8 +396,8 @@ static void check_values(struct vm *vm, int nfd, const char *what, bool hists,
 			continue;
 		prom_family(d, fam, sizeof(fam));
 		snprintf(line, sizeof(line),
-			 "\n%s{pid=\"%d\",fd=\"%d\",id=\"%s\",vcpu=\"0\"} ",
-			 fam, getpid(), vm->fd, stats_id(&native));
+			 "\n%s{pid=\"%d\",fd=\"%d\",vcpu=\"0\"} ", fam,
+			 getpid(), vm->fd);
 		p = strstr(export_out, line);
 		if (!p) {
 			tap_diag("export: no line %s", line + 1);
@@ -426,12 +426,31 @@ static void check_values(struct vm *vm, int nfd, const char *what, bool hists,
 		!bad_prom,
 		"%s: export: %d scalar values equal the native fd's (ns exact as seconds)",
 		what, scalars);
+	{
+		/* The VM's info series: command name and KVM's id string. */
+		char comm[64] = "", want[256];
+		FILE *cf = fopen("/proc/self/comm", "re");
+
+		if (cf && fgets(comm, sizeof(comm), cf))
+			comm[strcspn(comm, "\n")] = '\0';
+		if (cf)
+			fclose(cf);
+		snprintf(
+			want, sizeof(want),
+			"\nkvm_vm_info{pid=\"%d\",fd=\"%d\",comm=\"%s\",id=\"kvm-%d\"} 1\n",
+			getpid(), vm->fd, comm, getpid());
+		tap_check(
+			strstr(export_out, want) != NULL,
+			"%s: export: kvm_vm_info{pid, fd, comm, id} of the VM is 1",
+			what);
+		if (!strstr(export_out, want))
+			tap_diag("no line %s", want + 1);
+	}
 	if (hists) {
 		char labels[256];
 
 		snprintf(labels, sizeof(labels),
-			 "{pid=\"%d\",fd=\"%d\",id=\"%s\",vcpu=\"0\"", getpid(),
-			 vm->fd, stats_id(&native));
+			 "{pid=\"%d\",fd=\"%d\",vcpu=\"0\"", getpid(), vm->fd);
 		for (i = 0; i < (int)h->num_desc; i++) {
 			const struct kvm_stats_desc *d = stats_desc(&native, i);
 
@@ -443,6 +462,20 @@ static void check_values(struct vm *vm, int nfd, const char *what, bool hists,
 			!bad_hprom,
 			"%s: export: every bucket of the %d histograms (cumulative, le = hi - 1 in seconds, +Inf, _count) equals the native fd's",
 			what, nhist);
+	}
+	{
+		/* --per vm: the vCPU statistics summed over the VM's vCPU(s). */
+		uint64_t v = stats_value(&native, "io_exits", 0);
+
+		rc = run(TOOL " export --per vm -f '^io_exits$'");
+		snprintf(
+			line, sizeof(line),
+			"\nkvm_vcpu_io_exits_total{pid=\"%d\",fd=\"%d\"} %llu\n",
+			getpid(), vm->fd, (unsigned long long)v);
+		tap_check(
+			rc == 0 && strstr(out, line) && !strstr(out, "vcpu=\""),
+			"%s: export --per vm: io_exits of the VM's vCPU summed, no vcpu label (%llu)",
+			what, (unsigned long long)v);
 	}
 	if (!save) {
 		free(export_out);
@@ -578,6 +611,11 @@ static void check_errors(struct vm *vm)
 	tap_eq(run(TOOL " show -f '(' 2>/dev/null"), 2, "a bad regex exits 2");
 	tap_eq(run(TOOL " frobnicate 2>/dev/null"), 2,
 	       "an unknown command exits 2");
+	tap_eq(run(TOOL " show --frob 2>&1"), 2, "an unknown option exits 2");
+	tap_check(
+		!strncmp(out, "kvmstats: show: unknown option '--frob'", 39) &&
+			strchr(out, '\n') == out + strlen(out) - 1,
+		"an unknown option is one line starting kvmstats:");
 	tap_eq(run(TOOL " top -d 0 2>/dev/null"), 2, "a bad interval exits 2");
 	tap_eq(run(TOOL " list --help"), 0, "list --help exits 0");
 	run(TOOL " list");

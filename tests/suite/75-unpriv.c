@@ -25,8 +25,7 @@
 static pid_t root_pid;
 static int root_vm_fd, root_other_fd, root_unused_fd;
 
-static void expect_errno(int dev, pid_t pid, int fd, int want,
-			 const char *what)
+static void expect_errno(int dev, pid_t pid, int fd, int want, const char *what)
 {
 	int r = __kvmstats_get_stats_fd(dev, pid, fd, -1);
 
@@ -47,8 +46,9 @@ static void no_probing(int dev)
 		  r >= 0 ? "ok" : strerror(-r));
 	if (r >= 0)
 		close(r);
-	expect_errno(dev, root_pid, root_other_fd, EBADF,
-		     "root's open non-VM fd (a native stats fd) answers as not open");
+	expect_errno(
+		dev, root_pid, root_other_fd, EBADF,
+		"root's open non-VM fd (a native stats fd) answers as not open");
 	expect_errno(dev, root_pid, root_unused_fd, EBADF,
 		     "root's unused fd number");
 	expect_errno(dev, root_pid, 0, EBADF, "root's stdin");
@@ -99,7 +99,8 @@ static int unprivileged(int inherited, int sock)
 
 		if (write(sock, &c, 1) != 1 ||
 		    recv_fds(sock, &c, 1, got, 2) != 2) {
-			tap_fail("as nobody: no stats fd received over SCM_RIGHTS");
+			tap_fail(
+				"as nobody: no stats fd received over SCM_RIGHTS");
 			return 1;
 		}
 		received = got[0];

@@ -624,7 +624,8 @@ static void act_list_pidfd(void)
 	else
 		set = room < (uint32_t)nwant ? R(E2BIG) : R_OK_;
 	if (!allowed(set, r)) {
-		bad(A_LIST, "LIST_PIDFD pidfd %d flags %#x reserved %#x: got %s, allowed mask %#llx",
+		bad(A_LIST,
+		    "LIST_PIDFD pidfd %d flags %#x reserved %#x: got %s, allowed mask %#llx",
 		    l->pidfd, l->flags, l->reserved, res_str(r, b1, sizeof(b1)),
 		    (unsigned long long)set);
 		return;

@@ -48,6 +48,13 @@
  *	entries are written to @vms as processes are visited; the kernel keeps
  *	no copy, so there is no limit but @nr.
  *
+ *	A process whose threads do not all share one address space and file
+ *	table is seen through whichever of them still has one: a leader that
+ *	is exiting before its other threads does not hide the process.  A VM
+ *	is listed once even where processes share its creator's address
+ *	space: a vfork() child (posix_spawn) is not listed until it execs,
+ *	and other sharers list a VM only if no process before them did.
+ *
  *	Blind spots, by design: a VM is not listed when its creating process
  *	has exited (even while other processes or stats fds keep it alive),
  *	when the creating process holds it only through vCPU, device or stats
@@ -96,6 +103,10 @@
  *	  ENOENT  @vcpu >= the VM's number of online vCPUs;
  *	  ENODEV  the module owning the VM file is being unloaded (cannot
  *	          happen while the VM file is open; listed for completeness);
+ *	  EIO     the VM's id is not what KVM writes there: the module was
+ *	          built against headers that are not the running kernel's;
+ *	  EINTR   a signal arrived while the module attached to the VM's
+ *	          creator (the first stats fd of a VM only);
  *	  EMFILE, ENFILE, ENOMEM  as for open(2).
  *
  *
@@ -130,9 +141,10 @@
  *
  *	Reads from many kvmstats stats fds of the calling process in one call,
  *	each exactly as pread(2) would (same bytes, same per-op errors, checked
- *	in the same order), so a telemetry sweep of a whole host costs one
- *	system call instead of one per VM and vCPU.  Like pread, it takes no
- *	lock and allocates nothing.
+ *	in the same order, through the same LSM read permission hook, the same
+ *	inotify/fanotify access event and the same I/O accounting), so a
+ *	telemetry sweep of a whole host costs one system call instead of one
+ *	per VM and vCPU.  Like pread, it takes no lock and allocates nothing.
  *	Each op's @result is set to the number of bytes read (0 at or past the
  *	end of the file) or to a negative errno:
  *	  -EBADF   @fd is not open;
@@ -141,7 +153,8 @@
  *	           @offset is above the largest file offset;
  *	  -EFAULT  @buf is not a user address range of @len bytes, or is not
  *	           writable where bytes are copied;
- *	  -EINVAL  @offset + @len is above the largest file offset.
+ *	  -EINVAL  @offset + @len is above the largest file offset;
+ *	  -EACCES, -EPERM  an LSM refused the read, as it would refuse pread.
  *	Ops are run in order.  The ioctl returns 0 once every op has a result.
  *	It fails with EINVAL before any op is run for non-zero @flags or
  *	@reserved or @nr greater than KVMSTATS_BATCH_MAX, and with EFAULT when
@@ -179,11 +192,16 @@
  *	O_RDONLY and close-on-exec; write(2) fails with EBADF, mmap(2) with
  *	ENODEV and any ioctl with ENOTTY.
  *
- *	A stats fd holds a reference on its VM: after the VM's process exits,
- *	reads keep working and the values stay frozen; the VM is freed when
- *	the last fd of any kind is closed.  While a stats fd is open, neither
- *	kvmstats nor the KVM modules (kvm, kvm_amd or kvm_intel) can be
- *	unloaded.
+ *	A stats fd never keeps a dead VM alive.  While the process that
+ *	created the VM lives, reads are live and the VM (and, where KVM's VM
+ *	file pins it, the vendor module kvm_amd or kvm_intel) cannot go away.
+ *	When that process's address space is torn down (its last thread
+ *	exits, or it execs), the VM can never run again: every stats fd of
+ *	the VM and its vCPUs then serves a copy of the final values, taken
+ *	before KVM's own teardown of the VM's MMU, and the module gives its
+ *	references back at once, so the VM is destroyed as soon as nothing
+ *	else holds it.  Reads keep working and the values stay frozen.  While
+ *	any stats fd is open, kvmstats itself cannot be unloaded.
  */
 #ifndef _UAPI_LINUX_KVMSTATS_H
 #define _UAPI_LINUX_KVMSTATS_H
