@@ -6,7 +6,7 @@
  * VM's native KVM_GET_STATS_FD, read by this process, their VMM) at the
  * moments it chooses.  One command per connection, one JSON line back:
  *
- *   hello   pid, and per VM its fd, vCPUs and KVM id
+ *   hello   pid, and per VM its fd, vCPUs and KVM ids (VM, vCPU 0)
  *   start   start vCPU 0 of the "io" VM (an `out` loop): io_exits climbs
  *   sample  io_exits of that vCPU now
  *   stop    stop it; io_exits now, and the halt_wait_hist buckets of the
@@ -42,9 +42,16 @@ static uint64_t native(int fd, const char *name)
 static void vm_json(FILE *f, const char *name, struct vm *vm, int sfd,
 		    const char *sep)
 {
+	char vm_id[64];
+	int vfd = vm_get_stats_fd(vm);
+
+	stats_read_all(vfd, &blob, "VM");
+	snprintf(vm_id, sizeof(vm_id), "%s", stats_id(&blob));
+	close(vfd);
 	stats_read_all(sfd, &blob, "vCPU 0");
-	fprintf(f, "\"%s\":{\"fd\":%d,\"vcpus\":%d,\"vcpu0_id\":\"%s\"}%s",
-		name, vm->fd, vm->nr_vcpus, stats_id(&blob), sep);
+	fprintf(f,
+		"\"%s\":{\"fd\":%d,\"vcpus\":%d,\"vm_id\":\"%s\",\"vcpu0_id\":\"%s\"}%s",
+		name, vm->fd, vm->nr_vcpus, vm_id, stats_id(&blob), sep);
 }
 
 static pid_t start_exporter(void)
