@@ -94,6 +94,7 @@ long kvmstats_read_batch(struct kvmstats_read_batch __user *ubatch);
 
 int kvmstats_vm_attach(struct kvmstats_file *sf, struct kvmstats_vm_ref *ref);
 void kvmstats_vm_detach(struct kvmstats_file *sf);
+int kvmstats_vm_init(void);
 void kvmstats_vm_exit(void);
 
 #endif /* _KVMSTATS_H */

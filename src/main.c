@@ -94,11 +94,16 @@ static int __init kvmstats_init(void)
 		pr_err("this kernel's KVM statistics cannot be served exactly; not loading\n");
 		return ret;
 	}
-	ret = misc_register(&kvmstats_dev);
+	ret = kvmstats_vm_init();
 	if (ret)
 		goto err_layouts;
+	ret = misc_register(&kvmstats_dev);
+	if (ret)
+		goto err_vm;
 	return 0;
 
+err_vm:
+	kvmstats_vm_exit();
 err_layouts:
 	kvmstats_layouts_exit();
 	return ret;

@@ -9,9 +9,10 @@
  * stats fd it takes no lock, allocates nothing and never waits for the VM
  * or its vCPUs; the pointer is loaded under kvmstats_srcu, whose read side
  * is a per-CPU counter, so that a freeze can tell when no reader uses the
- * live data any more.  While the data pointer is live, the file's tracker
- * holds a VM reference, and KVM frees a VM and its vCPUs only when the
- * last reference goes (kvm_destroy_vm()); vCPUs are never freed alone.
+ * live data any more; nothing that can sleep happens under it.  While the
+ * data pointer is live, the file's tracker holds a VM reference, and KVM
+ * frees a VM and its vCPUs only when the last reference goes
+ * (kvm_destroy_vm()); vCPUs are never freed alone.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -30,6 +31,36 @@
 atomic_t kvmstats_live_files = ATOMIC_INIT(0);
 
 /*
+ * Copy @len bytes at @off of @sf's data block to @ubuf.  The data pointer
+ * is loaded under kvmstats_srcu, but the copy to user memory must not be
+ * made under it: a reader whose buffer faults can sleep for as long as it
+ * likes (userfaultfd, FUSE, slow storage), and a freeze waits for every
+ * reader that may still use a live pointer before it gives the VM back.
+ * So each chunk goes through a small bounce buffer on the stack, copied
+ * under SRCU with plain loads, then to the user with nothing held.  A
+ * freeze between two chunks is harmless: the frozen copy holds the values
+ * the live block had at that moment.
+ */
+static int kvmstats_copy_data(const struct kvmstats_file *sf,
+			      char __user *ubuf, size_t off, size_t len)
+{
+	u64 bounce[32];
+	size_t n;
+	int idx;
+
+	for (; len; off += n, ubuf += n, len -= n) {
+		n = min(len, sizeof(bounce));
+		idx = srcu_read_lock(&kvmstats_srcu);
+		memcpy(bounce, srcu_dereference(sf->data, &kvmstats_srcu) + off,
+		       n);
+		srcu_read_unlock(&kvmstats_srcu, idx);
+		if (copy_to_user(ubuf, bounce, n))
+			return -EFAULT;
+	}
+	return 0;
+}
+
+/*
  * A stats file is four blocks back to back (see the uapi header):
  *
  *   [ header | id | descriptors | data ]
@@ -43,8 +74,8 @@ static ssize_t kvmstats_copy(const struct kvmstats_file *sf, char __user *buf,
 			     size_t size, loff_t *pos)
 {
 	const struct kvmstats_layout *l = sf->layout;
-	struct {
-		const void *src;
+	const struct {
+		const void *src;	/* NULL: the data block, see below */
 		size_t start;
 		size_t len;
 	} block[] = {
@@ -53,10 +84,8 @@ static ssize_t kvmstats_copy(const struct kvmstats_file *sf, char __user *buf,
 		{ l->desc, l->header.desc_offset, l->desc_size },
 		{ NULL, l->header.data_offset, l->data_size },
 	};
-	ssize_t ret = 0;
 	size_t start, end;
 	unsigned int i;
-	int idx;
 
 	if (*pos < 0)
 		return -EINVAL;
@@ -65,24 +94,22 @@ static ssize_t kvmstats_copy(const struct kvmstats_file *sf, char __user *buf,
 	start = *pos;
 	end = start + min(size, l->file_size - start);
 
-	idx = srcu_read_lock(&kvmstats_srcu);
-	block[3].src = srcu_dereference(sf->data, &kvmstats_srcu);
 	for (i = 0; i < ARRAY_SIZE(block); i++) {
 		size_t from = max(start, block[i].start);
 		size_t to = min(end, block[i].start + block[i].len);
 
 		if (from >= to)
 			continue;
-		if (copy_to_user(buf + (from - start),
-				 block[i].src + (from - block[i].start),
-				 to - from)) {
-			ret = -EFAULT;
-			break;
+		if (!block[i].src) {
+			if (kvmstats_copy_data(sf, buf + (from - start),
+					       from - block[i].start, to - from))
+				return -EFAULT;
+		} else if (copy_to_user(buf + (from - start),
+					block[i].src + (from - block[i].start),
+					to - from)) {
+			return -EFAULT;
 		}
 	}
-	srcu_read_unlock(&kvmstats_srcu, idx);
-	if (ret)
-		return ret;
 	*pos = end;
 	return end - start;
 }

@@ -29,6 +29,8 @@
  * under kvmstats_srcu, whose read side is a per-CPU counter, and copies
  * from it.  The switch is a pointer store; the references go only after
  * synchronize_srcu(), when no reader can still hold the old pointer.
+ * Readers never sleep under it (statsfd.c copies through a bounce buffer),
+ * so no reader, however slow its buffer, can hold a dead VM back.
  *
  * kvmstats_vm_lock (a mutex, never taken by readers) guards the table of
  * trackers, their file lists and the switch itself.  Trackers are torn
@@ -69,6 +71,8 @@ struct kvmstats_tracker {
 };
 
 static DEFINE_MUTEX(kvmstats_vm_lock);
+/* The reaper's own queue: module exit waits for it, and only for it. */
+static struct workqueue_struct *kvmstats_wq;
 static DEFINE_HASHTABLE(kvmstats_vms, 8);
 static LIST_HEAD(kvmstats_reap_list);
 
@@ -94,7 +98,7 @@ static void kvmstats_vm_reap(struct kvmstats_tracker *vm)
 		hash_del(&vm->node);
 	vm->state = KVMSTATS_VM_REAPED;
 	list_add_tail(&vm->reap_node, &kvmstats_reap_list);
-	queue_work(system_wq, &kvmstats_reap_work);
+	queue_work(kvmstats_wq, &kvmstats_reap_work);
 }
 
 /* Serve @sf's data from its own copy from now on. */
@@ -254,9 +258,15 @@ void kvmstats_vm_detach(struct kvmstats_file *sf)
 	mutex_unlock(&kvmstats_vm_lock);
 }
 
+int kvmstats_vm_init(void)
+{
+	kvmstats_wq = alloc_workqueue("kvmstats", WQ_UNBOUND, 0);
+	return kvmstats_wq ? 0 : -ENOMEM;
+}
+
 /* Module exit: every file is gone; wait for the reaper's last run. */
 void kvmstats_vm_exit(void)
 {
-	flush_work(&kvmstats_reap_work);
+	destroy_workqueue(kvmstats_wq);
 	WARN_ON(!hash_empty(kvmstats_vms));
 }

@@ -1,10 +1,15 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
- * A stats fd holds its VM: it keeps reading after the VM and vCPU fds are
- * closed and after the VMM exits or is SIGKILLed, with the values frozen
- * and still identical to native fds that outlived the VMM too.  Four
- * threads read across the VMM's SIGKILL without a single error.  A VMM
- * stopped with SIGSTOP never delays a read.
+ * A stats fd outlives its VM's fds and its VMM.  After the VM and vCPU
+ * fds are closed (the VMM alive) it still reads live values, identical to
+ * native fds.  Once the VMM exits or is SIGKILLed its files are frozen:
+ * the VM file keeps exactly what it read just before the death (what the
+ * native fd read then too; KVM's own release of the address space, which
+ * runs after the freeze, may still change the native one), the vCPU files
+ * stay identical to native fds that outlived the VMM, and kvmstats lets
+ * the VM go.  Frozen files are unchanged while other VMs reuse the dead
+ * one's memory.  Four threads read across the VMM's SIGKILL without a
+ * single error.  A VMM stopped with SIGSTOP never delays a read.
  */
 #include <pthread.h>
 #include <signal.h>
@@ -14,10 +19,30 @@
 #include <unistd.h>
 #include <sys/wait.h>
 
+#include "freeze_util.h"
 #include "kvmstats_util.h"
 
 #define NR_READERS 4
 #define NR_VCPUS   2
+
+static long base_vms;
+
+/*
+ * Describe how the native VM file changed between @before and @after
+ * (KVM's release of the VMM's address space zaps the guest mappings).
+ */
+static void diag_native_change(const struct stats_blob *before,
+			       const struct stats_blob *after)
+{
+	if (before->size == after->size &&
+	    !memcmp(before->data, after->data, before->size))
+		tap_diag("the native VM file did not change at the death");
+	else
+		stats_blob_equal(
+			before, after,
+			"the native VM file, before and after the death "
+			"(KVM's doing)");
+}
 
 static void check_own_vm_closed(int dev)
 {
@@ -46,22 +71,31 @@ static void check_own_vm_closed(int dev)
 
 static void check_vmm_exit(int dev)
 {
+	static struct stats_blob before, native_before, after, native_after;
 	int ours[NR_VCPUS + 1], i;
 	struct child_vmm c;
+	long v;
 
 	child_vmm_start(&c, NR_VCPUS, NULL, 31);
 	for (i = 0; i <= NR_VCPUS; i++)
 		ours[i] = kvmstats_get_stats_fd(dev, c.info.pid, c.info.vm_fd,
 						i - 1);
-	close(c.vm_fd); /* only stats fds hold the VM now */
+	close(c.vm_fd); /* the native stats fds hold the VM now */
 	c.vm_fd = -1;
+	stats_read_all(ours[0], &before, "VM stats");
+	stats_read_all(c.native_vm_stats, &native_before, "native VM stats");
+	tap_check(stats_blob_equal(&before, &native_before, "before the exit"),
+		  "before the VMM exits: VM file identical to its native fd");
 	tap_eq(child_vmm_exit(&c), 0, "child VMM exited normally");
 	for (i = 0; i < NR_VCPUS; i++)
 		tap_eq(stats_read_stat(ours[i + 1], "io_exits"), 31,
 		       "after the VMM exited: vCPU %d reads io_exits 31", i);
-	stats_fds_identical(
-		ours[0], c.native_vm_stats,
-		"after the VMM exited: VM file identical to its native fd");
+	stats_read_all(ours[0], &after, "VM stats");
+	tap_check(stats_blob_equal(&before, &after, "after the exit"),
+		  "after the VMM exited: VM file still reads what it (and "
+		  "the native fd) read just before");
+	stats_read_all(c.native_vm_stats, &native_after, "native VM stats");
+	diag_native_change(&native_before, &native_after);
 	for (i = 0; i < NR_VCPUS; i++) {
 		char what[96];
 
@@ -71,6 +105,11 @@ static void check_vmm_exit(int dev)
 			i);
 		stats_fds_identical(ours[i + 1], c.native_vcpu_stats[i], what);
 	}
+	v = kvmstats_wait_live_vms(base_vms, 10000);
+	tap_check(v == base_vms,
+		  "after the VMM exited: kvmstats holds its VM no more, native "
+		  "fds do (live_vms %ld, want %ld)",
+		  v, base_vms);
 	for (i = 0; i <= NR_VCPUS; i++)
 		close(ours[i]);
 	close(c.native_vm_stats);
@@ -79,31 +118,33 @@ static void check_vmm_exit(int dev)
 }
 
 /*
- * Only our stats fds hold an exited VMM's VM.  Other VMs then come and go,
- * recycling any memory the VM would have lost without its reference: the
- * files must stay byte-identical to a snapshot taken before the exit.
+ * Only our stats fds hold an exited VMM's VM, so KVM destroys it (they do
+ * not keep it).  Other VMs then come and go, reusing the dead VM's memory:
+ * the files must stay byte-identical to a snapshot taken before the exit.
  */
 static void check_sole_holder(int dev)
 {
 	static struct stats_blob snap[NR_VCPUS + 1], now;
-	int ours[NR_VCPUS + 1], i, bad = 0;
+	int ours[NR_VCPUS + 1], i, n, bad = 0;
 	struct child_vmm c;
+	int uev = kvm_uevent_open();
 
 	child_vmm_start(&c, NR_VCPUS, NULL, 57);
 	for (i = 0; i <= NR_VCPUS; i++)
 		ours[i] = kvmstats_get_stats_fd(dev, c.info.pid, c.info.vm_fd,
 						i - 1);
 	child_vmm_close_fds(&c);
-	tap_eq(child_vmm_exit(&c), 0,
-	       "child VMM exited; only our stats fds hold its VM");
-	/*
-	 * Snapshot after the exit: tearing down the VMM's mm zaps the guest
-	 * mappings (pages_4k drops), which is KVM's doing, not a read bug.
-	 */
+	/* Every vCPU has halted: nothing moves until the exit. */
 	for (i = 0; i <= NR_VCPUS; i++)
 		stats_read_all(ours[i], &snap[i], "snapshot");
+	tap_eq(child_vmm_exit(&c), 0,
+	       "child VMM exited; only our stats fds referred to its VM");
+	n = kvm_uevent_wait(uev, "destroy", c.info.vm_creator_tid, 1, 15000);
+	tap_check(n == 1, "and KVM destroyed it (uevent EVENT=destroy PID=%d)",
+		  c.info.vm_creator_tid);
+	close(uev);
 	tap_eq(stats_value(&snap[1], "io_exits", 0), 57,
-	       "the dead VMM's vCPU 0 reads io_exits 57");
+	       "the dead VMM's vCPU 0 read io_exits 57");
 
 	for (i = 0; i < 20; i++) {
 		struct vm *vm = vm_create(2, NULL);
@@ -117,7 +158,8 @@ static void check_sole_holder(int dev)
 		close(ours[i]);
 	}
 	tap_eq(bad, 0,
-	       "after 20 other VMs came and went, the dead VMM's VM and vCPU files are unchanged");
+	       "after 20 other VMs came and went, the dead VMM's VM and vCPU "
+	       "files read the snapshot taken before its exit");
 }
 
 struct reader {
@@ -169,7 +211,8 @@ static void *reader_fn(void *arg)
 
 static void check_sigkill(int dev)
 {
-	static struct stats_blob blob;
+	static struct stats_blob blob, vm_before, native_before;
+	long v;
 	struct reader readers[NR_READERS];
 	volatile int stop = 0, dead = 0;
 	uint64_t a, b, x, y;
@@ -204,6 +247,11 @@ static void check_sigkill(int dev)
 	tap_check(b > a, "while the VMM runs: io_exits grows (%llu -> %llu)",
 		  (unsigned long long)a, (unsigned long long)b);
 
+	/* The guest's OUT loop touches no memory: VM stats stand still. */
+	stats_read_all(ours[0], &vm_before, "VM stats");
+	stats_read_all(c.native_vm_stats, &native_before, "native VM stats");
+	tap_check(stats_blob_equal(&vm_before, &native_before, "before"),
+		  "just before SIGKILL: VM file identical to native");
 	kill(c.info.pid, SIGKILL);
 	waitpid(c.info.pid, NULL, 0);
 	dead = 1;
@@ -241,9 +289,17 @@ static void check_sigkill(int dev)
 			i);
 		stats_fds_identical(ours[i + 1], c.native_vcpu_stats[i], what);
 	}
-	stats_fds_identical(
-		ours[0], c.native_vm_stats,
-		"after SIGKILL: VM file identical to the dead VMM's native fd");
+	stats_read_all(ours[0], &blob, "VM stats");
+	tap_check(stats_blob_equal(&vm_before, &blob, "after SIGKILL"),
+		  "after SIGKILL: VM file still reads what it (and the native "
+		  "fd) read just before");
+	stats_read_all(c.native_vm_stats, &blob, "native VM stats");
+	diag_native_change(&native_before, &blob);
+	v = kvmstats_wait_live_vms(base_vms, 10000);
+	tap_check(v == base_vms,
+		  "after SIGKILL: kvmstats holds its VM no more (live_vms %ld, "
+		  "want %ld)",
+		  v, base_vms);
 	for (i = 0; i <= NR_VCPUS; i++)
 		close(ours[i]);
 	close(c.native_vm_stats);
@@ -305,6 +361,10 @@ int main(void)
 
 	kvm_test_init();
 	dev = kvmstats_open();
+	base_vms = kvmstats_wait_settled(60000);
+	tap_check(base_vms == 0,
+		  "kvmstats holds no VM of earlier programs (live_vms %ld)",
+		  base_vms);
 	check_own_vm_closed(dev);
 	check_vmm_exit(dev);
 	check_sole_holder(dev);

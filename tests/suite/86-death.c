@@ -10,7 +10,10 @@
  * pread and READ_BATCH the stats fds of their VM and vCPUs, and another
  * thread runs LIST_VMS in a loop.  Every read must succeed with the whole
  * file, before and after the death; after it the values are frozen, the
- * dead pid is ESRCH, and nothing is leaked or logged.
+ * dead pid is ESRCH, and nothing is leaked or logged.  Once the last VMMs
+ * are dead, with their stats fds still open, kvmstats holds none of their
+ * VMs (live_vms) and KVM has destroyed them all (the vendor module's
+ * refcount is back to its base).
  *
  * Seeded: KVMSTATS_DEATH_SEED replays the schedule.
  */
@@ -25,6 +28,7 @@
 #include <unistd.h>
 #include <sys/wait.h>
 
+#include "freeze_util.h"
 #include "rel_util.h"
 
 #define SLOTS	    4
@@ -278,6 +282,12 @@ static void *lister(void *arg)
 /* ---- main ---- */
 
 static unsigned long frozen_bad, esrch_bad, deaths;
+static const char *vendor;
+
+static long refcnt_arg(const char *name)
+{
+	return rel_refcnt(name);
+}
 
 static void kill_slot(struct slot *s)
 {
@@ -365,15 +375,22 @@ int main(void)
 	unsigned long target =
 		rel_env_num("KVMSTATS_DEATHS", rel_long() ? 1000 : 100);
 	unsigned long budget_s = rel_env_num("KVMSTATS_TEST_TIMEOUT", 120) -
-				 30; /* teardown: < 5 s */
+				 50; /* settling before, teardown: < 25 s */
 	uint64_t seed = rel_seed("KVMSTATS_DEATH_SEED"), start, deadline;
 	pthread_rwlockattr_t attr;
 	pthread_t rd[READERS], ls;
 	unsigned long spawned = 0, early = 0, stopped = 0;
-	int i, kmsg;
-	long live;
+	uint64_t t_start = now_ns();
+	long live, vms, ref, base_vms, base_ref;
+	int i, kmsg, open_fds = 0;
 
 	kvm_test_init(); /* keeper VM: see tests/suite/FINDINGS.md */
+	vendor = rel_vendor();
+	base_vms = kvmstats_wait_settled(60000);
+	if (base_vms)
+		tap_bail("kvmstats still holds %ld VMs of earlier programs",
+			 base_vms);
+	base_ref = rel_refcnt(vendor);
 	sched_rng.s = seed;
 	tap_diag(
 		"seed 0x%016llx, %lu deaths (replay: KVMSTATS_DEATH_SEED=0x%016llx)",
@@ -397,7 +414,7 @@ int main(void)
 	pthread_create(&ls, NULL, lister, NULL);
 
 	start = now_ns();
-	deadline = start + budget_s * 1000000000ull;
+	deadline = t_start + budget_s * 1000000000ull;
 	while (deaths < target && now_ns() < deadline) {
 		for (i = 0; i < SLOTS; i++) {
 			struct slot *s = &slots[i];
@@ -425,9 +442,15 @@ int main(void)
 	for (i = 0; i < SLOTS; i++) {
 		if (slots[i].state == S_ALIVE || slots[i].state == S_STARTING)
 			kill_slot(&slots[i]);
+		if (slots[i].state == S_DEAD && slots[i].fds[0] >= 0)
+			open_fds += NR_FDS;
+	}
+	/* Every VMM is dead; the readers go on with the last ones' fds. */
+	vms = kvmstats_wait_live_vms(base_vms, 20000);
+	ref = rel_wait_value(refcnt_arg, vendor, base_ref, 20000);
+	for (i = 0; i < SLOTS; i++)
 		if (slots[i].state == S_DEAD)
 			close_slot(&slots[i]);
-	}
 	stop = 1;
 	for (i = 0; i < READERS; i++)
 		pthread_join(rd[i], NULL);
@@ -458,6 +481,14 @@ int main(void)
 		  list_fail);
 	tap_check(frozen_bad == 0, "stats of a dead VMM are frozen (%lu bad)",
 		  frozen_bad);
+	tap_check(vms == base_vms,
+		  "every VMM dead, %d of their stats fds still open: kvmstats "
+		  "holds none of their VMs (live_vms %ld, base %ld)",
+		  open_fds, vms, base_vms);
+	tap_check(ref == base_ref,
+		  "and KVM destroyed every VM under them (%s refcnt %ld, base "
+		  "%ld)",
+		  vendor, ref, base_ref);
 	tap_check(esrch_bad == 0,
 		  "GET_STATS_FD on a reaped VMM is ESRCH (%lu bad)", esrch_bad);
 	/* Scheduling under TCG costs up to a second or two; a read that

@@ -12,7 +12,13 @@
  * What pins the vendor module (kvm_amd/kvm_intel), measured and printed:
  * on 6.1 every VM holds a module reference from KVM_CREATE_VM until it is
  * destroyed; on 6.12 every open /dev/kvm, VM and vCPU file does, and
- * kvmstats takes one per stats fd (a bare VM reference would not).
+ * kvmstats takes one per VM it holds (a bare VM reference would not), not
+ * one per stats fd.  kvmstats holds a VM only while its VMM lives: the
+ * VMs of child VMMs that exit or are killed are freed while our stats fds
+ * are still open.
+ *
+ * kvmstats drops its VM references from a work item, so the bases are
+ * taken once the VMs of earlier programs are released (live_vms 0).
  */
 #include <fcntl.h>
 #include <signal.h>
@@ -23,6 +29,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include "freeze_util.h"
 #include "rel_util.h"
 
 static const char *vendor;
@@ -64,6 +71,12 @@ static void pins(long base)
 		vendor, base, with_vm, with_stats, ks0, ks);
 	tap_check(rel_live_files() == 3,
 		  "live_files counts the 3 stats fds (%ld)", rel_live_files());
+	tap_check(kvmstats_live_vms() == 1,
+		  "live_vms counts their one VM (%ld)", kvmstats_live_vms());
+	tap_check(with_stats - with_vm <= 1,
+		  "3 stats fds of one VM take at most one %s reference "
+		  "(%ld -> %ld)",
+		  vendor, with_vm, with_stats);
 	tap_check(ks >= ks0 + 3, "each stats fd pins kvmstats (%ld -> %ld)",
 		  ks0, ks);
 
@@ -90,10 +103,20 @@ static void pins(long base)
 	close(dev);
 }
 
+/*
+ * Until the VM of a dead VMM is freed with our fds still open: kvmstats
+ * lets it go (live_vms) and KVM destroys it (the vendor refcount).
+ */
+static bool freed_under_fds(long base)
+{
+	return kvmstats_wait_live_vms(0, 5000) == 0 &&
+	       rel_wait_value(refcnt_arg, vendor, base, 5000) == base;
+}
+
 /* Phase 2: child VMMs that die or exit while we hold their stats. */
 static void children(long base, int n)
 {
-	int dev = kvmstats_open(), i, j, bad = 0;
+	int dev = kvmstats_open(), i, j, bad = 0, dead = 0, held = 0;
 	long after;
 
 	for (i = 0; i < n; i++) {
@@ -110,6 +133,8 @@ static void children(long base, int n)
 		switch (i % 3) {
 		case 0: /* killed, then our fds closed */
 			child_vmm_kill(&c);
+			dead++;
+			held += !freed_under_fds(base);
 			for (j = 0; j < 3; j++)
 				close(s[j]);
 			break;
@@ -120,6 +145,8 @@ static void children(long base, int n)
 			break;
 		default: /* exits, we read, then close */
 			child_vmm_exit(&c);
+			dead++;
+			held += !freed_under_fds(base);
 			for (j = 0; j < 3; j++) {
 				uint64_t v;
 
@@ -133,6 +160,11 @@ static void children(long base, int n)
 	close(dev);
 	tap_check(bad == 0, "stats fds of exited VMMs readable (%d failures)",
 		  bad);
+	tap_check(
+		held == 0,
+		"%d VMMs killed or exited: each VM freed while our 3 stats fds "
+		"of it were still open (%d not)",
+		dead, held);
 	after = rel_wait_value(refcnt_arg, vendor, base, 5000);
 	tap_check(after == base,
 		  "%d child VMMs killed or exited: every VM freed (%s "
@@ -284,6 +316,10 @@ int main(void)
 	kvm_test_init(); /* keeper VM: see tests/suite/FINDINGS.md */
 	vendor = rel_vendor();
 	kmsg = rel_kmsg_open();
+	live = kvmstats_wait_settled(60000);
+	tap_check(live == 0,
+		  "kvmstats holds no VM of earlier programs (live_vms %ld)",
+		  live);
 	base = vendor_refcnt();
 	live = rel_live_files();
 	tap_diag("%s refcnt at start: %ld; live_files %ld", vendor, base, live);

@@ -1,10 +1,14 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
- * Module lifetime: while a stats fd holds a VM whose VMM has exited,
- * neither kvmstats nor the vendor module ($KVMSTATS_VENDOR) can be
- * unloaded, and the fd keeps reading; once it is closed both unload.
- * Then both are loaded back from $KVMSTATS_MODDIR (vendor first) and the
- * device works again.  Runs late: a failure here can leave modules out.
+ * Module lifetime.  While the VMM (this program) lives, a stats fd holds
+ * its VM even with every VM and vCPU fd closed: neither the vendor module
+ * ($KVMSTATS_VENDOR, whose code destroys the VM) nor kvmstats can be
+ * unloaded, and the fds keep reading; once they are closed the vendor
+ * module unloads.  After a child VMM's death its stats fds no longer hold
+ * its VM: the vendor module unloads with them open (they read on, frozen),
+ * kvmstats does not until they are closed.  Then both are loaded back from
+ * $KVMSTATS_MODDIR (vendor first) and the device works again.  Runs late:
+ * a failure here can leave modules out.
  */
 #include <fcntl.h>
 #include <stdio.h>
@@ -14,6 +18,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 
+#include "freeze_util.h"
 #include "kvmstats_util.h"
 
 static bool loaded(const char *name)
@@ -63,13 +68,118 @@ static bool refused(int r)
 	return r == -EBUSY || r == -EAGAIN;
 }
 
+/* Phase 1: the VMM lives (it is us), only our stats fds hold its VM. */
+static void vmm_alive(const char *vendor, const char *moddir,
+		      const char *vendor_file)
+{
+	static struct stats_blob blob;
+	int dev, ours_vm, ours_vcpu, r;
+	struct vm *vm;
+
+	dev = kvmstats_open();
+	vm = vm_create(1, NULL);
+	vm_run_all_to_hlt(vm, GUEST_IO_COUNT, 3);
+	ours_vm = kvmstats_get_stats_fd(dev, 0, vm->fd, -1);
+	ours_vcpu = kvmstats_get_stats_fd(dev, 0, vm->fd, 0);
+	vm_free(vm);	  /* the VM, vCPU and /dev/kvm fds */
+	close(dev);	  /* the device fd must not be what pins us */
+	vm_keeper_stop(); /* its VM would pin the vendor module */
+
+	r = unload("kvmstats");
+	tap_check(
+		refused(r),
+		"VMM alive: delete_module(kvmstats) refused while a stats fd is open (got %s)",
+		r ? strerror(-r) : "success");
+	r = unload(vendor);
+	tap_check(refused(r),
+		  "VMM alive: delete_module(%s) refused while only our stats "
+		  "fds hold its VM (got %s)",
+		  vendor, r ? strerror(-r) : "success");
+	if (!r)
+		tap_diag(
+			"%s unloaded under a live VM: closing the fds may crash",
+			vendor);
+	tap_eq(stats_read_stat(ours_vcpu, "io_exits"), 3,
+	       "VMM alive: the vCPU stats fd still reads io_exits 3 after the "
+	       "refusals");
+	stats_read_all(ours_vm, &blob, "VM");
+	tap_check(stats_check_format(&blob, "VM"),
+		  "VMM alive: the VM stats fd still reads a well-formed file");
+
+	close(ours_vm);
+	r = unload(vendor);
+	tap_check(
+		refused(r),
+		"VMM alive: delete_module(%s) still refused while one vCPU stats fd is open (got %s)",
+		vendor, r ? strerror(-r) : "success");
+	close(ours_vcpu);
+	r = unload_retry(vendor);
+	tap_check(r == 0,
+		  "VMM alive: delete_module(%s) succeeds once the fds are "
+		  "closed (got %s)",
+		  vendor, r ? strerror(-r) : "success");
+	if (!loaded(vendor)) {
+		r = load(moddir, vendor_file);
+		tap_check(r == 0, "finit_module(%s/%s) (got %s)", moddir,
+			  vendor_file, r ? strerror(-r) : "success");
+	}
+}
+
+/* Phase 2: the VMM is dead; our stats fds of its VM stay open. */
+static void vmm_dead(const char *vendor)
+{
+	static struct stats_blob before[2], now;
+	int dev, ours[2], i, r, bad = 0;
+	struct child_vmm c;
+
+	dev = kvmstats_open();
+	child_vmm_start(&c, 1, NULL, 3);
+	ours[0] = kvmstats_get_stats_fd(dev, c.info.pid, c.info.vm_fd, -1);
+	ours[1] = kvmstats_get_stats_fd(dev, c.info.pid, c.info.vm_fd, 0);
+	child_vmm_close_fds(&c); /* the VM fd and native fds it sent */
+	close(dev);
+	for (i = 0; i < 2; i++)
+		stats_read_all(ours[i], &before[i], "before the exit");
+	tap_eq(child_vmm_exit(&c), 0, "VMM exited; our stats fds stay open");
+
+	r = unload_retry(vendor);
+	tap_check(
+		r == 0,
+		"VMM dead: delete_module(%s) succeeds with its stats fds open "
+		"(got %s)",
+		vendor, r ? strerror(-r) : "success");
+	r = unload("kvmstats");
+	tap_check(refused(r),
+		  "VMM dead: delete_module(kvmstats) refused while they are "
+		  "open (got %s)",
+		  r ? strerror(-r) : "success");
+	if (!r)
+		tap_bail("kvmstats was unloaded under open stats fds");
+	for (i = 0; i < 2; i++) {
+		stats_read_all(ours[i], &now, "after the unloads");
+		bad += !stats_blob_equal(&before[i], &now, "after the unloads");
+	}
+	tap_check(bad == 0,
+		  "VMM dead: the VM and vCPU fds still read what they read "
+		  "before the exit (%d differ)",
+		  bad);
+	tap_eq(stats_read_stat(ours[1], "io_exits"), 3,
+	       "VMM dead: the vCPU fd reads io_exits 3");
+	close(ours[0]);
+	close(ours[1]);
+	r = unload_retry("kvmstats");
+	tap_check(
+		r == 0,
+		"delete_module(kvmstats) succeeds once the fds are closed (got %s)",
+		r ? strerror(-r) : "success");
+}
+
 int main(void)
 {
 	const char *vendor = getenv("KVMSTATS_VENDOR");
 	const char *moddir = getenv("KVMSTATS_MODDIR");
 	char vendor_file[64], *p;
-	int dev, ours_vm, ours_vcpu, native, i, r;
-	struct child_vmm c;
+	int dev, ours_vcpu, native, i, r;
 	struct vm *vm;
 
 	kvm_test_init();
@@ -86,53 +196,12 @@ int main(void)
 	if (!tap_check(loaded("kvmstats") && loaded(vendor),
 		       "kvmstats and %s are loaded", vendor))
 		return tap_exit();
+	/* kvmstats lets VMs go from a work item: let earlier ones go first. */
+	tap_eq(kvmstats_wait_settled(60000), 0,
+	       "kvmstats holds no VM of earlier programs");
 
-	dev = kvmstats_open();
-	child_vmm_start(&c, 1, NULL, 3);
-	ours_vm = kvmstats_get_stats_fd(dev, c.info.pid, c.info.vm_fd, -1);
-	ours_vcpu = kvmstats_get_stats_fd(dev, c.info.pid, c.info.vm_fd, 0);
-	child_vmm_close_fds(&c); /* the VM fd and native fds it sent */
-	tap_eq(child_vmm_exit(&c), 0,
-	       "VMM exited; only our stats fds hold its VM");
-	close(dev);	  /* the device fd must not be what pins us */
-	vm_keeper_stop(); /* its VM would pin the vendor module */
-
-	r = unload("kvmstats");
-	tap_check(
-		refused(r),
-		"delete_module(kvmstats) refused while a stats fd is open (got %s)",
-		r ? strerror(-r) : "success");
-	r = unload(vendor);
-	tap_check(refused(r),
-		  "delete_module(%s) refused while a stats fd is open (got %s)",
-		  vendor, r ? strerror(-r) : "success");
-	tap_eq(stats_read_stat(ours_vcpu, "io_exits"), 3,
-	       "the stats fd still reads io_exits 3 after the refusals");
-	{
-		static struct stats_blob blob;
-
-		stats_read_all(ours_vm, &blob, "VM");
-		tap_check(stats_check_format(&blob, "VM"),
-			  "the VM stats fd still reads a well-formed file");
-	}
-
-	close(ours_vm);
-	r = unload(vendor);
-	tap_check(
-		refused(r),
-		"delete_module(%s) still refused while one vCPU stats fd is open (got %s)",
-		vendor, r ? strerror(-r) : "success");
-	close(ours_vcpu);
-
-	r = unload_retry(vendor);
-	tap_check(r == 0,
-		  "delete_module(%s) succeeds once the fds are closed (got %s)",
-		  vendor, r ? strerror(-r) : "success");
-	r = unload_retry("kvmstats");
-	tap_check(
-		r == 0,
-		"delete_module(kvmstats) succeeds once the fds are closed (got %s)",
-		r ? strerror(-r) : "success");
+	vmm_alive(vendor, moddir, vendor_file);
+	vmm_dead(vendor);
 
 	/* Put everything back. */
 	if (!loaded(vendor)) {

@@ -153,6 +153,17 @@ static inline long rel_live_files_arg(const char *unused)
 /* ---- modules ---- */
 
 /* finit_module($KVMSTATS_MODDIR/<file>); 0 or -errno (EEXIST if loaded). */
+/* Does the guest have module @file (ccp is there only where kvm-amd needs it)? */
+static inline bool rel_module_shipped(const char *file)
+{
+	const char *dir = getenv("KVMSTATS_MODDIR");
+	char path[256];
+
+	snprintf(path, sizeof(path), "%s/%s", dir && *dir ? dir : "/modules",
+		 file);
+	return access(path, R_OK) == 0;
+}
+
 static inline int rel_load_module(const char *file)
 {
 	const char *dir = getenv("KVMSTATS_MODDIR");
@@ -213,7 +224,8 @@ static inline int rel_restore_modules(void)
 	for (i = 0; i < sizeof(mods) / sizeof(mods[0]); i++) {
 		int r;
 
-		if (rel_module_loaded(mods[i][0]))
+		if (rel_module_loaded(mods[i][0]) ||
+		    !rel_module_shipped(mods[i][1]))
 			continue;
 		r = rel_load_module(mods[i][1]);
 		if (r && r != -EEXIST) {

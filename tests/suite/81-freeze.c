@@ -1,0 +1,991 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * Freezing (issue 13): a stats fd does not keep a dead VMM's VM alive.
+ *
+ * While the process that created a VM (its address space, kvm->mm) lives,
+ * kvmstats holds one reference on the VM (and, where the VM file's owner
+ * is the vendor module, one on that module) for all its stats files.  When
+ * that address space is torn down - the VMM's last thread exits, or it
+ * execs - the VM can never run again: the files switch to a copy of their
+ * last values and kvmstats lets the VM go, so KVM destroys it as soon as
+ * nobody else holds it.
+ *
+ *  - A child VMM with 3 vCPUs that did 40 port writes each is SIGKILLed
+ *    while only our stats fds hold its VM: KVM's destroy uevent arrives,
+ *    the vendor module's refcount and live_vms return to their bases, and
+ *    every fd keeps reading exactly what it read before the death (which
+ *    was byte-identical to KVM_GET_STATS_FD's files), through pread and
+ *    READ_BATCH.  The vendor module can then be unloaded under the open
+ *    fds (they still read the same), kvmstats cannot, and a reloaded
+ *    vendor module serves new VMs.
+ *  - A VMM whose VM lives is never frozen: its io_exits keep growing after
+ *    a child it forked exits, after a vfork()ed child execs and exits, and
+ *    after its main thread exits with the vCPU thread still running (a
+ *    new fd can then still be taken); SIGKILL then freezes it.
+ *  - A clone(CLONE_VM) sibling process keeps running the VM after the
+ *    VMM process is SIGKILLed: not frozen until the sibling dies too.
+ *  - A VMM that execs (new address space, same process) is frozen.
+ *  - Two VMs of one VMM, the second created after our fds for the first
+ *    exist, each freeze with their own values.
+ *  - A stats fd taken after the VMM died, through a VM fd copy that keeps
+ *    the VM alive, is frozen at once: no reference taken, and the VM is
+ *    destroyed when the copy is closed.
+ *  - A reader asleep in a page fault on its own buffer (userfaultfd) does
+ *    not hold back the release of a dead VMM's VM.
+ */
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sched.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <linux/userfaultfd.h>
+#include <pthread.h>
+
+#include "freeze_util.h"
+#include "rel_util.h"
+
+#define MAX_VCPUS  4
+#define MAX_FDS	   (MAX_VCPUS + 1) /* the VM's, then each vCPU's */
+#define UEVENT_MS  15000	   /* KVM's destroy event after a death */
+#define SETTLE_MS  10000	   /* counters back to their bases */
+#define FROZEN_RDS 100		   /* reads of each file per frozen check */
+
+static int dev, uev;
+static const char *vendor, *vendor_ko;
+static long base_ref, base_vms;
+
+static long refcnt_arg(const char *name)
+{
+	return rel_refcnt(name);
+}
+
+/* ---- our stats fds of one VM and what they read ---- */
+
+struct files {
+	int nr; /* 1 + vCPUs */
+	int fd[MAX_FDS];
+	struct stats_blob a[MAX_FDS]; /* snapshot A */
+};
+
+static void files_open(struct files *f, pid_t pid, int vm_fd, int nr_vcpus)
+{
+	int i;
+
+	f->nr = nr_vcpus + 1;
+	for (i = 0; i < f->nr; i++)
+		f->fd[i] = kvmstats_get_stats_fd(dev, pid, vm_fd, i - 1);
+}
+
+static void files_snapshot(struct files *f)
+{
+	int i;
+
+	for (i = 0; i < f->nr; i++)
+		stats_read_all(f->fd[i], &f->a[i], "snapshot");
+}
+
+static void files_close(struct files *f)
+{
+	int i;
+
+	for (i = 0; i < f->nr; i++)
+		close(f->fd[i]);
+	f->nr = 0;
+}
+
+static const char *file_name(int i, char *buf, size_t len)
+{
+	if (i)
+		snprintf(buf, len, "vCPU %d file", i - 1);
+	else
+		snprintf(buf, len, "VM file");
+	return buf;
+}
+
+/* Before the death: each of our files byte-identical to the native one. */
+static void files_vs_native(struct files *f, const int *native,
+			    const char *when)
+{
+	static struct stats_blob nb;
+	char what[160], name[32];
+	int i;
+
+	for (i = 0; i < f->nr; i++) {
+		snprintf(what, sizeof(what), "%s: %s identical to native", when,
+			 file_name(i, name, sizeof(name)));
+		stats_read_all(native[i], &nb, "native");
+		tap_check(stats_blob_equal(&f->a[i], &nb, what), "%s", what);
+	}
+}
+
+/*
+ * Every fd reads snapshot A, @rounds times each with pread and once more
+ * all together with READ_BATCH.  Only the first difference is described.
+ */
+static void files_read_a(struct files *f, int rounds, const char *when)
+{
+	static struct stats_blob now;
+	static uint8_t bbuf[MAX_FDS][STATS_FILE_MAX];
+	struct kvmstats_read_op ops[MAX_FDS];
+	int i, r, reads = 0, bad = 0, ret;
+
+	for (r = 0; r < rounds; r++) {
+		for (i = 0; i < f->nr; i++) {
+			ssize_t n = __stats_read_all(f->fd[i], &now);
+
+			reads++;
+			if (n >= 0 && now.size == f->a[i].size &&
+			    !memcmp(now.data, f->a[i].data, now.size))
+				continue;
+			if (!bad++) {
+				if (n < 0)
+					tap_diag("%s: pread: %s", when,
+						 strerror(-n));
+				else
+					stats_blob_equal(&f->a[i], &now, when);
+			}
+		}
+	}
+	for (i = 0; i < f->nr; i++)
+		ops[i] = (struct kvmstats_read_op){
+			.fd = f->fd[i],
+			.buf = (uintptr_t)bbuf[i],
+			.len = f->a[i].size,
+		};
+	ret = __kvmstats_read_batch(dev, ops, f->nr);
+	for (i = 0; i < f->nr; i++) {
+		reads++;
+		if (!ret && ops[i].result == (int)f->a[i].size &&
+		    !memcmp(bbuf[i], f->a[i].data, f->a[i].size))
+			continue;
+		if (!bad++)
+			tap_diag("%s: READ_BATCH %d, op %d result %d", when,
+				 ret, i, ops[i].result);
+	}
+	tap_check(bad == 0,
+		  "%s: %d reads of the %d files (pread and READ_BATCH) all "
+		  "equal snapshot A (%d differ)",
+		  when, reads, f->nr, bad);
+}
+
+/* The VM is gone from kvmstats and from KVM: the counters and the event. */
+static void check_released(pid_t creator, int nr_vms, const char *when)
+{
+	long v, ref;
+	int n;
+
+	n = kvm_uevent_wait(uev, "destroy", creator, nr_vms, UEVENT_MS);
+	tap_check(n == nr_vms,
+		  "%s: KVM destroyed the VM%s (uevent EVENT=destroy PID=%d: "
+		  "%d of %d within %d s)",
+		  when, nr_vms > 1 ? "s" : "", creator, n, nr_vms,
+		  UEVENT_MS / 1000);
+	v = kvmstats_wait_live_vms(base_vms, SETTLE_MS);
+	tap_check(v == base_vms, "%s: live_vms back to %ld (%ld)", when,
+		  base_vms, v);
+	ref = rel_wait_value(refcnt_arg, vendor, base_ref, SETTLE_MS);
+	tap_check(ref == base_ref, "%s: %s refcnt back to %ld (%ld)", when,
+		  vendor, base_ref, ref);
+}
+
+/* ---- a VMM of our own making: several VMs, forks, exec, leader exit ---- */
+
+enum {
+	FZ_NEW_VM = 'n',      /* a: vCPUs, b: port writes of vCPU 0 (+1 each) */
+	FZ_IO_LOOP = 'r',     /* a: VM index: its vCPU threads loop on OUT */
+	FZ_FORK = 'f',	      /* fork a child that exits at once */
+	FZ_VFORK_EXEC = 'v',  /* vfork a child that execs and exits */
+	FZ_LEADER_EXIT = 'l', /* ack, then the main thread exits alone */
+	FZ_EXEC = 'e',	      /* ack, then exec (--idle): new address space */
+	FZ_CLONE_VM = 'c', /* a: VM index: a clone(CLONE_VM) runs its vCPU 0 */
+};
+
+struct fz_cmd {
+	int op, a, b;
+};
+
+struct fz_info {
+	int vm_fd; /* its number in the VMM */
+	int nr_vcpus;
+	pid_t creator_tid;
+};
+
+struct fz_vm {
+	struct fz_info info;
+	int vm_fd;	     /* a copy, received */
+	int native[MAX_FDS]; /* KVM_GET_STATS_FD's, received */
+};
+
+struct fz_vmm {
+	pid_t pid;
+	int sock;
+	int nr_vms;
+	struct fz_vm vm[2];
+};
+
+static void fz_child_new_vm(int sock, struct vm **out, int nr_vcpus,
+			    int io_base)
+{
+	struct vm *vm = vm_create(nr_vcpus, NULL);
+	int fds[MAX_FDS + 1], i;
+	struct fz_info info;
+
+	for (i = 0; i < nr_vcpus; i++) {
+		vcpu_load_prog(vm->vcpus[i], GUEST_IO_COUNT, io_base + i);
+		vcpu_run_to_hlt(vm->vcpus[i]);
+	}
+	info.vm_fd = vm->fd;
+	info.nr_vcpus = nr_vcpus;
+	info.creator_tid = vm->creator_tid;
+	fds[0] = vm->fd;
+	fds[1] = vm_get_stats_fd(vm);
+	for (i = 0; i < nr_vcpus; i++)
+		fds[2 + i] = vcpu_get_stats_fd(vm->vcpus[i]);
+	if (send_fds(sock, &info, sizeof(info), fds, nr_vcpus + 2))
+		_exit(2);
+	for (i = 1; i < nr_vcpus + 2; i++)
+		close(fds[i]);
+	*out = vm;
+}
+
+static void fz_child_io_loop(struct vm *vm)
+{
+	int i;
+
+	for (i = 0; i < vm->nr_vcpus; i++) {
+		vcpu_load_prog(vm->vcpus[i], GUEST_IO_LOOP, 0);
+		vcpu_thread_start(vm->vcpus[i]);
+	}
+	for (i = 0; i < vm->nr_vcpus; i++)
+		vcpu_thread_wait_running(vm->vcpus[i]);
+}
+
+/*
+ * A process of its own (not a thread) sharing the VMM's address space:
+ * KVM accepts its KVM_RUN (same kvm->mm).  It shares the VMM's TLS too,
+ * so it makes raw system calls only.
+ */
+static int fz_sibling_run(void *arg)
+{
+	int fd = *(int *)arg;
+
+	for (;;)
+		syscall(SYS_ioctl, fd, KVM_RUN, 0);
+	return 0;
+}
+
+static int fz_child_clone_vm(struct vm *vm)
+{
+	static int vcpu_fd;
+	size_t size = 64 * 1024;
+	void *stack;
+
+	vcpu_load_prog(vm->vcpus[0], GUEST_IO_LOOP, 0);
+	vcpu_fd = vm->vcpus[0]->fd;
+	stack = mmap(NULL, size, PROT_READ | PROT_WRITE,
+		     MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+	if (stack == MAP_FAILED)
+		return -1;
+	return clone(fz_sibling_run, (char *)stack + size, CLONE_VM | SIGCHLD,
+		     &vcpu_fd);
+}
+
+static int fz_child_wait(pid_t pid)
+{
+	int status;
+
+	if (pid < 0 || waitpid(pid, &status, 0) != pid)
+		return -1;
+	return status;
+}
+
+/* As posix_spawn() does: the child borrows the VMM's address space. */
+static int __attribute__((noinline)) fz_child_vfork_exec(void)
+{
+	pid_t pid = vfork();
+
+	if (!pid) {
+		execl("/proc/self/exe", "81-freeze", "--exit", (char *)NULL);
+		_exit(127);
+	}
+	return fz_child_wait(pid);
+}
+
+static void __attribute__((noreturn)) fz_child(int sock)
+{
+	struct vm *vms[2] = { NULL, NULL };
+	int nr = 0;
+
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	for (;;) {
+		struct fz_cmd cmd;
+		int ack = 0;
+		pid_t pid;
+
+		if (read(sock, &cmd, sizeof(cmd)) != sizeof(cmd))
+			_exit(0); /* the test is gone */
+		switch (cmd.op) {
+		case FZ_NEW_VM:
+			if (nr == 2)
+				_exit(4);
+			fz_child_new_vm(sock, &vms[nr++], cmd.a, cmd.b);
+			continue; /* the fds were the answer */
+		case FZ_IO_LOOP:
+			fz_child_io_loop(vms[cmd.a]);
+			break;
+		case FZ_FORK:
+			pid = fork();
+			if (!pid)
+				_exit(0);
+			ack = fz_child_wait(pid);
+			break;
+		case FZ_VFORK_EXEC:
+			ack = fz_child_vfork_exec();
+			break;
+		case FZ_LEADER_EXIT:
+			if (write(sock, &ack, sizeof(ack)) != sizeof(ack))
+				_exit(3);
+			syscall(SYS_exit, 0); /* this thread only */
+			_exit(5);
+		case FZ_CLONE_VM:
+			ack = fz_child_clone_vm(vms[cmd.a]);
+			break;
+		case FZ_EXEC:
+			if (write(sock, &ack, sizeof(ack)) != sizeof(ack))
+				_exit(3);
+			execl("/proc/self/exe", "81-freeze", "--idle",
+			      (char *)NULL);
+			_exit(127);
+		default:
+			_exit(6);
+		}
+		if (write(sock, &ack, sizeof(ack)) != sizeof(ack))
+			_exit(3);
+	}
+}
+
+static void fz_start(struct fz_vmm *v)
+{
+	int sv[2];
+
+	memset(v, 0, sizeof(*v));
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv))
+		tap_bail("socketpair: %s", strerror(errno));
+	fflush(stdout);
+	v->pid = fork();
+	if (v->pid < 0)
+		tap_bail("fork: %s", strerror(errno));
+	if (!v->pid) {
+		/* Keep nothing of ours: not the device, not our stats fds. */
+		if (sv[1] > 3)
+			syscall(SYS_close_range, 3, sv[1] - 1, 0);
+		syscall(SYS_close_range, sv[1] + 1, ~0u, 0);
+		fz_child(sv[1]);
+	}
+	close(sv[1]);
+	v->sock = sv[0];
+}
+
+/* Sends a command and returns the VMM's answer. */
+static int fz_cmd(struct fz_vmm *v, int op, int a, int b)
+{
+	struct fz_cmd cmd = { op, a, b };
+	int ack;
+
+	if (write(v->sock, &cmd, sizeof(cmd)) != sizeof(cmd) ||
+	    read(v->sock, &ack, sizeof(ack)) != sizeof(ack))
+		tap_bail("VMM %d did not answer command '%c'", v->pid, op);
+	return ack;
+}
+
+static struct fz_vm *fz_new_vm(struct fz_vmm *v, int nr_vcpus, int io_base)
+{
+	struct fz_cmd cmd = { FZ_NEW_VM, nr_vcpus, io_base };
+	struct fz_vm *vm = &v->vm[v->nr_vms];
+	int fds[MAX_FDS + 1], n, i;
+
+	if (write(v->sock, &cmd, sizeof(cmd)) != sizeof(cmd))
+		tap_bail("VMM %d: command pipe broken", v->pid);
+	n = recv_fds(v->sock, &vm->info, sizeof(vm->info), fds, nr_vcpus + 2);
+	if (n != nr_vcpus + 2)
+		tap_bail("VMM %d did not send its VM's fds (%d)", v->pid, n);
+	vm->vm_fd = fds[0];
+	for (i = 0; i <= nr_vcpus; i++)
+		vm->native[i] = fds[1 + i];
+	v->nr_vms++;
+	return vm;
+}
+
+/* Close the VM fd copy and the native stats fds: they hold the VM too. */
+static void fz_close_copies(struct fz_vm *vm)
+{
+	int i;
+
+	close(vm->vm_fd);
+	for (i = 0; i <= vm->info.nr_vcpus; i++)
+		close(vm->native[i]);
+}
+
+static void fz_kill(struct fz_vmm *v)
+{
+	kill(v->pid, SIGKILL);
+	if (waitpid(v->pid, NULL, 0) != v->pid)
+		tap_bail("waitpid(%d): %s", v->pid, strerror(errno));
+	if (v->sock >= 0)
+		close(v->sock);
+	v->sock = -1;
+}
+
+/* A process's state letter in /proc/<pid>/stat, or 0. */
+static char proc_state(pid_t pid)
+{
+	char path[64], buf[512], *p;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	p = strrchr(buf, ')');
+	return p && p[1] == ' ' ? p[2] : 0;
+}
+
+/* ---- the checks ---- */
+
+/* Two VMs of one VMM, the second created after our fds for the first. */
+static void check_two_vms(void)
+{
+	static struct files f[2];
+	struct fz_vmm v;
+	struct fz_vm *vm;
+	char what[96];
+	int i, j;
+
+	fz_start(&v);
+	vm = fz_new_vm(&v, 2, 11);
+	files_open(&f[0], v.pid, vm->info.vm_fd, 2);
+	tap_eq(kvmstats_live_vms(), base_vms + 1,
+	       "two VMs: our 3 fds of the first VM: live_vms %ld + 1",
+	       base_vms);
+	vm = fz_new_vm(&v, 3, 31);
+	files_open(&f[1], v.pid, vm->info.vm_fd, 3);
+	tap_eq(kvmstats_live_vms(), base_vms + 2,
+	       "two VMs: and 4 of the second, created after: live_vms %ld + 2",
+	       base_vms);
+	for (j = 0; j < 2; j++) {
+		files_snapshot(&f[j]);
+		snprintf(what, sizeof(what), "two VMs: VM %d before the death",
+			 j);
+		files_vs_native(&f[j], v.vm[j].native, what);
+		for (i = 1; i < f[j].nr; i++)
+			tap_eq(stats_value(&f[j].a[i], "io_exits", 0),
+			       (j ? 31 : 11) + i - 1,
+			       "two VMs: VM %d vCPU %d: io_exits %d", j, i - 1,
+			       (j ? 31 : 11) + i - 1);
+		fz_close_copies(&v.vm[j]);
+	}
+	fz_kill(&v);
+	check_released(v.vm[0].info.creator_tid, 2, "two VMs, VMM SIGKILLed");
+	files_read_a(&f[0], FROZEN_RDS, "two VMs: the first VM's fds");
+	files_read_a(&f[1], FROZEN_RDS, "two VMs: the second VM's fds");
+	files_close(&f[0]);
+	files_close(&f[1]);
+}
+
+/*
+ * A VMM's VM stays live through its forked children's exits and its main
+ * thread's exit; only the death of its last thread freezes it.
+ */
+static void check_never_frozen_alive(void)
+{
+	static struct stats_blob b, c;
+	uint64_t x, y, z;
+	struct fz_vmm v;
+	struct fz_vm *vm;
+	struct files f;
+	int i, st, late, bad = 0;
+	char s = 0;
+
+	fz_start(&v);
+	vm = fz_new_vm(&v, 2, 5);
+	files_open(&f, v.pid, vm->info.vm_fd, 2);
+	fz_close_copies(vm);
+	fz_cmd(&v, FZ_IO_LOOP, 0, 0);
+
+	x = stats_read_stat(f.fd[1], "io_exits");
+	y = stats_wait_above(f.fd[1], "io_exits", x, 5000);
+	tap_check(y > x, "live VMM: io_exits grows (%llu -> %llu)",
+		  (unsigned long long)x, (unsigned long long)y);
+
+	st = fz_cmd(&v, FZ_FORK, 0, 0);
+	tap_check(WIFEXITED(st) && !WEXITSTATUS(st),
+		  "the VMM forked a child, which exited (status %#x)", st);
+	x = stats_read_stat(f.fd[1], "io_exits");
+	z = stats_wait_above(f.fd[1], "io_exits", x, 5000);
+	tap_check(z > x && x >= y,
+		  "after its forked child exited: io_exits keeps growing "
+		  "(%llu -> %llu)",
+		  (unsigned long long)x, (unsigned long long)z);
+
+	st = fz_cmd(&v, FZ_VFORK_EXEC, 0, 0);
+	tap_check(WIFEXITED(st) && !WEXITSTATUS(st),
+		  "the VMM vforked a child that exec'd and exited (status %#x)",
+		  st);
+	x = stats_read_stat(f.fd[2], "io_exits");
+	y = stats_wait_above(f.fd[2], "io_exits", x, 5000);
+	tap_check(y > x,
+		  "after its vforked child exec'd and exited: io_exits keeps "
+		  "growing (%llu -> %llu)",
+		  (unsigned long long)x, (unsigned long long)y);
+
+	fz_cmd(&v, FZ_LEADER_EXIT, 0, 0);
+	for (i = 0; i < 500 && (s = proc_state(v.pid)) != 'Z'; i++)
+		msleep(10);
+	tap_check(s == 'Z', "the VMM's main thread exited (state %c)",
+		  s ? s : '?');
+	x = stats_read_stat(f.fd[1], "io_exits");
+	y = stats_wait_above(f.fd[1], "io_exits", x, 5000);
+	tap_check(y > x,
+		  "main thread gone, vCPU threads running: io_exits keeps "
+		  "growing (%llu -> %llu)",
+		  (unsigned long long)x, (unsigned long long)y);
+	tap_eq(kvmstats_live_vms(), base_vms + 1,
+	       "main thread gone: kvmstats still holds the VM");
+	late = __kvmstats_get_stats_fd(dev, v.pid, vm->info.vm_fd, 0);
+	if (tap_check(late >= 0,
+		      "main thread gone: a new vCPU fd can be taken (%s)",
+		      late < 0 ? strerror(-late) : "ok")) {
+		x = stats_read_stat(late, "io_exits");
+		y = stats_wait_above(late, "io_exits", x, 5000);
+		tap_check(y > x, "and its io_exits grows (%llu -> %llu)",
+			  (unsigned long long)x, (unsigned long long)y);
+		tap_eq(kvmstats_live_vms(), base_vms + 1,
+		       "and it joined the VM's reference (live_vms)");
+	}
+
+	fz_kill(&v);
+	check_released(vm->info.creator_tid, 1, "running VMM SIGKILLed");
+	/* Running at the kill: no snapshot before; frozen from here on. */
+	for (i = 0; i < f.nr; i++) {
+		int r;
+
+		stats_read_all(f.fd[i], &b, "after the kill");
+		for (r = 0; r < 30; r++) {
+			msleep(10);
+			stats_read_all(f.fd[i], &c, "after the kill");
+			if (!stats_blob_equal(&b, &c, "frozen")) {
+				bad++;
+				break;
+			}
+		}
+	}
+	tap_check(bad == 0,
+		  "running VMM SIGKILLed: its 3 files read the same 31 times "
+		  "over 300 ms (%d changed)",
+		  bad);
+	if (late >= 0) {
+		stats_read_all(late, &c, "late fd");
+		stats_read_all(f.fd[1], &b, "vCPU 0");
+		tap_check(stats_blob_equal(&b, &c, "late fd"),
+			  "the fd taken after the main thread exited is frozen "
+			  "with the others");
+		close(late);
+	}
+	files_close(&f);
+}
+
+/*
+ * The VM lives as long as its address space has a user: a clone(CLONE_VM)
+ * sibling (a process, not a thread) keeps running it after the VMM
+ * process itself is SIGKILLed; the sibling's death freezes it.
+ */
+static void check_clone_vm_sibling(void)
+{
+	static struct files f;
+	struct fz_vmm v;
+	struct fz_vm *vm;
+	uint64_t x, y;
+	pid_t sib;
+	char s;
+
+	fz_start(&v);
+	vm = fz_new_vm(&v, 2, 3);
+	files_open(&f, v.pid, vm->info.vm_fd, 2);
+	fz_close_copies(vm);
+	sib = fz_cmd(&v, FZ_CLONE_VM, 0, 0);
+	if (sib <= 0)
+		tap_bail("the VMM could not clone(CLONE_VM) a sibling");
+	x = stats_read_stat(f.fd[1], "io_exits");
+	y = stats_wait_above(f.fd[1], "io_exits", x, 5000);
+	tap_check(y > x,
+		  "a clone(CLONE_VM) sibling of the VMM runs its vCPU 0: "
+		  "io_exits grows (%llu -> %llu)",
+		  (unsigned long long)x, (unsigned long long)y);
+	fz_kill(&v);
+	s = proc_state(sib);
+	tap_check(s && s != 'Z',
+		  "the VMM process is SIGKILLed and reaped, "
+		  "its sibling lives on (state %c)",
+		  s ? s : '?');
+	x = stats_read_stat(f.fd[1], "io_exits");
+	y = stats_wait_above(f.fd[1], "io_exits", x, 5000);
+	tap_check(y > x,
+		  "VMM process dead, address space alive: io_exits keeps "
+		  "growing (%llu -> %llu)",
+		  (unsigned long long)x, (unsigned long long)y);
+	tap_eq(kvmstats_live_vms(), base_vms + 1,
+	       "VMM process dead, address space alive: kvmstats still holds "
+	       "the VM");
+	kill(sib, SIGKILL);
+	if (waitpid(sib, NULL, 0) != sib) /* we are the subreaper */
+		tap_bail("waitpid(%d): %s", sib, strerror(errno));
+	check_released(vm->info.creator_tid, 1, "the sibling SIGKILLed too");
+	files_snapshot(&f);
+	files_read_a(&f, FROZEN_RDS, "sibling dead: our fds (frozen)");
+	files_close(&f);
+}
+
+/* A VMM that execs loses its address space: its VM is frozen. */
+static void check_exec(void)
+{
+	static struct files f;
+	struct pollfd pfd;
+	struct fz_vmm v;
+	struct fz_vm *vm;
+	char buf[8], s;
+	ssize_t n = -1;
+
+	fz_start(&v);
+	vm = fz_new_vm(&v, 2, 13);
+	files_open(&f, v.pid, vm->info.vm_fd, 2);
+	files_snapshot(&f);
+	files_vs_native(&f, vm->native, "exec: before");
+	fz_close_copies(vm);
+	fz_cmd(&v, FZ_EXEC, 0, 0);
+	/* Our end sees EOF once exec has closed the VMM's (close-on-exec). */
+	pfd = (struct pollfd){ .fd = v.sock, .events = POLLIN };
+	if (poll(&pfd, 1, 10000) == 1)
+		n = read(v.sock, buf, sizeof(buf));
+	s = proc_state(v.pid);
+	tap_check(n == 0 && s && s != 'Z',
+		  "the VMM exec'd and lives on (EOF %s, state %c)",
+		  n == 0 ? "seen" : "not seen", s ? s : '?');
+	check_released(vm->info.creator_tid, 1, "VMM exec'd");
+	files_read_a(&f, FROZEN_RDS, "exec: our fds");
+	fz_kill(&v);
+	files_read_a(&f, 10, "exec: once the new image is killed too");
+	files_close(&f);
+}
+
+/*
+ * A VM whose creator is gone but which a VM fd copy keeps alive: a stats
+ * fd taken then is frozen at once, and holds nothing.
+ */
+static void check_late_fd(void)
+{
+	static struct files f, late;
+	struct child_vmm c;
+	int i, n, bad = 0;
+	long v;
+
+	child_vmm_start(&c, 2, NULL, 23);
+	files_open(&f, c.info.pid, c.info.vm_fd, 2);
+	files_snapshot(&f);
+	close(c.native_vm_stats);
+	for (i = 0; i < 2; i++)
+		close(c.native_vcpu_stats[i]);
+	child_vmm_kill(&c);
+	v = kvmstats_wait_live_vms(base_vms, SETTLE_MS);
+	tap_check(v == base_vms,
+		  "late fd: VMM killed, our VM fd copy keeps its VM: live_vms "
+		  "back to %ld (%ld)",
+		  base_vms, v);
+	files_open(&late, 0, c.vm_fd, 2);
+	tap_eq(kvmstats_live_vms(), base_vms,
+	       "late fd: 3 fds taken through the copy add no reference");
+	for (i = 1; i < late.nr; i++) {
+		static struct stats_blob b;
+
+		stats_read_all(late.fd[i], &b, "late vCPU");
+		bad += !stats_blob_equal(&f.a[i], &b, "late vCPU");
+	}
+	tap_check(bad == 0,
+		  "late fd: its vCPU files equal the pre-death snapshot (%d "
+		  "differ)",
+		  bad);
+	{
+		static struct stats_blob b;
+		const struct kvm_stats_header *h = stats_header(&f.a[0]);
+
+		stats_read_all(late.fd[0], &b, "late VM");
+		/* Data may differ: KVM's own release zapped the mappings. */
+		tap_check(b.size == f.a[0].size &&
+				  !memcmp(b.data, f.a[0].data, h->data_offset),
+			  "late fd: its VM file's header, id and descriptors "
+			  "equal the pre-death file's");
+	}
+	files_snapshot(&late);
+	close(c.vm_fd);
+	n = kvm_uevent_wait(uev, "destroy", c.info.vm_creator_tid, 1,
+			    UEVENT_MS);
+	tap_check(n == 1,
+		  "late fd: closing the copy destroys the VM (uevent PID=%d)",
+		  c.info.vm_creator_tid);
+	files_read_a(&f, 10, "late fd: the fds taken before the death");
+	files_read_a(&late, 10, "late fd: the fds taken after it");
+	files_close(&f);
+	files_close(&late);
+}
+
+/*
+ * The main case: SIGKILL, KVM destroys the VM under our open fds, the
+ * vendor module comes and goes under them, kvmstats stays pinned.
+ */
+static void check_kill_and_unload(void)
+{
+	static struct files f;
+	struct child_vmm c;
+	int r, i, nat, ours, s0;
+	struct vm *vm;
+	long v;
+
+	child_vmm_start(&c, 3, NULL, 40);
+	files_open(&f, c.info.pid, c.info.vm_fd, 3);
+	tap_eq(kvmstats_live_vms(), base_vms + 1,
+	       "4 stats fds of one VM: live_vms %ld + 1", base_vms);
+	files_snapshot(&f);
+	{
+		int native[MAX_FDS];
+
+		native[0] = c.native_vm_stats;
+		for (i = 0; i < 3; i++)
+			native[i + 1] = c.native_vcpu_stats[i];
+		files_vs_native(&f, native, "before the death");
+	}
+	for (i = 1; i < 4; i++)
+		tap_eq(stats_value(&f.a[i], "io_exits", 0), 40,
+		       "before the death: vCPU %d io_exits 40", i - 1);
+	tap_diag("snapshot A: VM pages_4k %llu, mmu_shadow_zapped %llu",
+		 (unsigned long long)stats_value(&f.a[0], "pages_4k", 0),
+		 (unsigned long long)stats_value(&f.a[0], "mmu_shadow_zapped",
+						 0));
+	child_vmm_close_fds(&c);
+	files_read_a(&f, 3,
+		     "with only our fds holding the VM, before the death");
+
+	child_vmm_kill(&c);
+	check_released(c.info.vm_creator_tid, 1, "VMM SIGKILLed");
+	files_read_a(&f, FROZEN_RDS, "after the death");
+
+	/* The vendor module: its VM is gone, nothing of ours pins it. */
+	vm_keeper_stop();
+	r = rel_unload_module_wait(vendor, 5000);
+	tap_check(r == 0 && !rel_module_loaded(vendor),
+		  "delete_module(%s) succeeds with our 4 fds of its dead VM "
+		  "open (%s)",
+		  vendor, r ? strerror(-r) : "ok");
+	files_read_a(&f, 10, "with the vendor module unloaded");
+	r = rel_unload_module("kvmstats");
+	tap_check((r == -EAGAIN || r == -EBUSY) &&
+			  rel_module_loaded("kvmstats"),
+		  "delete_module(kvmstats) refused while they are open (%s)",
+		  r ? strerror(-r) : "it was unloaded");
+	if (!r)
+		tap_bail("kvmstats was unloaded under open stats fds");
+
+	r = rel_load_module(vendor_ko);
+	tap_check(r == 0, "finit_module(%s) loads it back (%s)", vendor_ko,
+		  r ? strerror(-r) : "ok");
+	if (access("/sys/module/ksg_pin", F_OK))
+		vm_keeper_start();
+	vm = vm_create(2, NULL);
+	vm_run_all_to_hlt(vm, GUEST_IO_COUNT, 9);
+	s0 = kvmstats_get_stats_fd(dev, 0, vm->fd, -1);
+	nat = vm_get_stats_fd(vm);
+	stats_fds_identical(s0, nat,
+			    "reloaded vendor module: a new VM's file identical "
+			    "to native");
+	close(nat);
+	ours = kvmstats_get_stats_fd(dev, 0, vm->fd, 1);
+	nat = vcpu_get_stats_fd(vm->vcpus[1]);
+	stats_fds_identical(ours, nat,
+			    "reloaded vendor module: its vCPU 1 file identical "
+			    "to native");
+	tap_eq(stats_read_stat(ours, "io_exits"), 9,
+	       "reloaded vendor module: its vCPU 1 io_exits 9");
+	tap_eq(kvmstats_live_vms(), base_vms + 1,
+	       "reloaded vendor module: live_vms counts the new VM");
+	files_read_a(&f, 10, "the dead VM's fds, next to a new VM");
+	close(nat);
+	close(ours);
+	close(s0);
+	vm_free(vm);
+	files_close(&f);
+	v = kvmstats_wait_live_vms(base_vms, SETTLE_MS);
+	tap_check(v == base_vms, "every fd closed: live_vms back to %ld (%ld)",
+		  base_vms, v);
+}
+
+/* ---- a reader stalled inside a read ---- */
+
+struct stalled {
+	pthread_t thread;
+	int fd;
+	void *buf;
+	size_t len;
+	ssize_t ret;
+};
+
+static void *stalled_read(void *arg)
+{
+	struct stalled *r = arg;
+
+	r->ret = pread(r->fd, r->buf, r->len, 0);
+	return NULL;
+}
+
+/*
+ * A reader whose buffer faults (here: a userfaultfd page nobody fills)
+ * sleeps inside its read.  That must not hold back the release of a dead
+ * VMM's VM: the VM is another VMM's business, not this reader's.
+ */
+static void check_stalled_reader(void)
+{
+	struct uffdio_api api = { .api = UFFD_API };
+	struct uffdio_register reg = { 0 };
+	struct uffdio_zeropage zero = { 0 };
+	static struct files f;
+	struct stalled r = { 0 };
+	struct uffd_msg msg;
+	struct pollfd pfd;
+	struct child_vmm c;
+	size_t len = 64 * 1024;
+	int uffd, n, got_fault = 0;
+	long v;
+
+	uffd = syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
+	if (uffd < 0 || ioctl(uffd, UFFDIO_API, &api)) {
+		tap_skip("no userfaultfd in this kernel",
+			 "a reader stalled in a page fault does not hold back "
+			 "a dead VMM's VM");
+		if (uffd >= 0)
+			close(uffd);
+		return;
+	}
+	r.buf = mmap(NULL, len, PROT_READ | PROT_WRITE,
+		     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (r.buf == MAP_FAILED)
+		tap_bail("mmap: %s", strerror(errno));
+	reg.range.start = (uintptr_t)r.buf;
+	reg.range.len = len;
+	reg.mode = UFFDIO_REGISTER_MODE_MISSING;
+	if (ioctl(uffd, UFFDIO_REGISTER, &reg))
+		tap_bail("UFFDIO_REGISTER: %s", strerror(errno));
+
+	child_vmm_start(&c, 1, NULL, 7);
+	files_open(&f, c.info.pid, c.info.vm_fd, 1);
+	files_snapshot(&f);
+	child_vmm_close_fds(&c);
+
+	/* A read of the vCPU file into the untouched buffer: it faults. */
+	r.fd = f.fd[1];
+	r.len = f.a[1].size;
+	pthread_create(&r.thread, NULL, stalled_read, &r);
+	pfd = (struct pollfd){ .fd = uffd, .events = POLLIN };
+	if (poll(&pfd, 1, 10000) == 1 && read(uffd, &msg, sizeof(msg)) > 0 &&
+	    msg.event == UFFD_EVENT_PAGEFAULT)
+		got_fault = 1;
+	tap_check(got_fault, "a pread of a stats fd sleeps in a page fault on "
+			     "its buffer (userfaultfd)");
+
+	child_vmm_kill(&c);
+	n = kvm_uevent_wait(uev, "destroy", c.info.vm_creator_tid, 1,
+			    UEVENT_MS);
+	v = kvmstats_live_vms();
+	tap_check(n == 1 && v == base_vms,
+		  "with that reader asleep, a dead VMM's VM is still released "
+		  "(destroy uevent: %s within %d s, live_vms %ld)",
+		  n ? "yes" : "no", UEVENT_MS / 1000, v);
+
+	/* Wake the reader: its read completes with the file. */
+	zero.range.start = (uintptr_t)r.buf;
+	zero.range.len = len;
+	if (ioctl(uffd, UFFDIO_ZEROPAGE, &zero))
+		tap_diag("UFFDIO_ZEROPAGE: %s", strerror(errno));
+	pthread_join(r.thread, NULL);
+	tap_check(r.ret == (ssize_t)r.len && !memcmp(r.buf, f.a[1].data, r.len),
+		  "the woken reader's pread returns the whole vCPU file as "
+		  "before the death (%zd)",
+		  r.ret);
+	if (n != 1) {
+		n = kvm_uevent_wait(uev, "destroy", c.info.vm_creator_tid, 1,
+				    UEVENT_MS);
+		tap_diag("once the reader woke, the VM was %sreleased",
+			 n == 1 ? "" : "still not ");
+	}
+	v = kvmstats_wait_live_vms(base_vms, SETTLE_MS);
+	tap_check(v == base_vms, "stalled reader: live_vms back to %ld (%ld)",
+		  base_vms, v);
+	files_read_a(&f, 10, "stalled reader: our fds");
+	files_close(&f);
+	munmap(r.buf, len);
+	close(uffd);
+}
+
+int main(int argc, char **argv)
+{
+	long live, settled;
+
+	/* The VMM's exec'd images (check_exec, check_never_frozen_alive). */
+	if (argc > 1 && !strcmp(argv[1], "--exit"))
+		return 0;
+	if (argc > 1 && !strcmp(argv[1], "--idle")) {
+		for (;;)
+			pause();
+	}
+
+	/* Orphans of our VMMs (a clone(CLONE_VM) sibling) come back to us. */
+	prctl(PR_SET_CHILD_SUBREAPER, 1);
+	kvm_test_init();
+	vendor = rel_vendor();
+	vendor_ko = strcmp(vendor, "kvm_intel") ? "kvm-amd.ko" : "kvm-intel.ko";
+	dev = kvmstats_open();
+	uev = kvm_uevent_open();
+	settled = kvmstats_wait_settled(60000);
+	tap_check(settled == 0,
+		  "kvmstats holds no VM of earlier programs (live_vms %ld)",
+		  settled);
+	base_vms = settled;
+	base_ref = rel_refcnt(vendor);
+	live = rel_live_files();
+	tap_diag("bases: live_vms %ld, %s refcnt %ld, live_files %ld", base_vms,
+		 vendor, base_ref, live);
+
+	check_two_vms();
+	check_never_frozen_alive();
+	check_clone_vm_sibling();
+	check_exec();
+	check_late_fd();
+	check_kill_and_unload();
+	check_stalled_reader();
+
+	tap_eq(rel_live_files(), live, "live_files back to %ld at the end",
+	       live);
+	close(uev);
+	close(dev);
+	return tap_exit();
+}
