@@ -38,8 +38,12 @@ clean:
 # builds these (it uses Kbuild), and `make module` does not depend on them.
 #
 #   make lib           build/lib/libkvmstats.{so*,a} and libkvmstats.pc
-#   make tool          build/tool/kvmstats (libkvmstats linked in)
-#   make tool-static   build/tool-static/kvmstats (static, for the guest)
+#   make tool          build/tool/kvmstats (libkvmstats linked in; the HTTP
+#                      server needs libmicrohttpd, GnuTLS, libyaml, zlib and
+#                      libcrypt: apt-get install libmicrohttpd-dev
+#                      libgnutls28-dev libyaml-dev zlib1g-dev libcrypt-dev)
+#   make tool-static   build/tool-static/kvmstats (static, without the HTTP
+#                      server: src/tool/static/http.c stands in for it)
 #   make unit          build and run the library/tool unit tests on this host
 # ---------------------------------------------------------------------------
 USER_CC ?= cc
@@ -65,6 +69,10 @@ LIB_SRCS := src/lib/libkvmstats.c
 LIB_HDRS := include/libkvmstats.h include/uapi/linux/kvmstats.h
 TOOL_SRCS := $(wildcard src/tool/*.c)
 TOOL_HDRS := $(wildcard src/tool/*.h)
+# export --listen: http.c and webconfig.c, and the libraries they use.
+TOOL_HTTP_SRCS := src/tool/http.c src/tool/webconfig.c
+TOOL_STATIC_SRCS := $(filter-out $(TOOL_HTTP_SRCS),$(TOOL_SRCS)) src/tool/static/http.c
+HTTP_LIBS ?= -lmicrohttpd -lgnutls -lyaml -lz -lcrypt -pthread
 UNIT_SRCS := $(wildcard tests/unit/*.c)
 
 LIB_OUT := $(BUILD)/lib
@@ -131,13 +139,13 @@ tool: $(TOOL_OUT)/kvmstats
 
 $(TOOL_OUT)/kvmstats: $(TOOL_SRCS) $(TOOL_HDRS) $(LIB_OUT)/libkvmstats.a VERSION
 	@mkdir -p $(@D)
-	$(USER_CC) $(USER_CPPFLAGS) $(USER_CFLAGS) -o $@ $(TOOL_SRCS) $(LIB_OUT)/libkvmstats.a -lm
+	$(USER_CC) $(USER_CPPFLAGS) $(USER_CFLAGS) -pthread -o $@ $(TOOL_SRCS) $(LIB_OUT)/libkvmstats.a -lm $(HTTP_LIBS)
 
 tool-static: $(TOOL_STATIC_OUT)/kvmstats
 
-$(TOOL_STATIC_OUT)/kvmstats: $(TOOL_SRCS) $(TOOL_HDRS) $(LIB_SRCS) $(LIB_HDRS) VERSION
+$(TOOL_STATIC_OUT)/kvmstats: $(TOOL_STATIC_SRCS) $(TOOL_HDRS) $(LIB_SRCS) $(LIB_HDRS) VERSION
 	@mkdir -p $(@D)
-	$(USER_CC) -static $(USER_CPPFLAGS) $(USER_CFLAGS) -o $@ $(TOOL_SRCS) $(LIB_SRCS) -lm
+	$(USER_CC) -static $(USER_CPPFLAGS) $(USER_CFLAGS) -o $@ $(TOOL_STATIC_SRCS) $(LIB_SRCS) -lm
 
 # The unit tests link the library and the tool's rendering code (not main);
 # --wrap=ioctl lets them stand in for /dev/kvmstats (a fake device).
@@ -208,15 +216,22 @@ format:
 #
 #   make bench [BENCH_KERNEL=6.12|6.1|<release>]
 #   make bench-build                build/bench/kvmstats-bench only
+#   make bench-http                 the exporter's HTTP server under hostile
+#                                   clients, beside node_exporter (host only)
 # ---------------------------------------------------------------------------
 BENCH_KERNEL ?= 6.12
 
-.PHONY: bench bench-build
+.PHONY: bench bench-build bench-http
 
 bench:
 	BENCH_KERNEL_SEL=$(BENCH_KERNEL) bench/run $(BENCH_KERNEL)
 
 bench-build: $(BUILD)/bench/kvmstats-bench
+
+# The exporter under silent and slow clients, beside node_exporter, on this
+# host (bench/http-bench): a section of docs/performance.md.
+bench-http:
+	bench/http-bench --docs docs/performance.md
 
 $(BUILD)/bench/kvmstats-bench: bench/kvmstats-bench.c include/uapi/linux/kvmstats.h
 	@mkdir -p $(@D)

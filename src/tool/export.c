@@ -1,40 +1,21 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
- * kvmstats export: Prometheus text exposition, on stdout or over HTTP.
+ * kvmstats export: Prometheus text exposition, on stdout or over HTTP(S).
  *
  * What is scraped and how it is rendered lives behind one function,
- * scrape() (see its comment), which the HTTP side calls per request.
- *
- * The server is single-threaded and bounded: one client at a time, a
- * request of at most 8 KiB read within a few seconds, a response written
- * with a send timeout, and MSG_NOSIGNAL so a client that hangs up costs
- * an EPIPE, not the process.
+ * scrape() (see its comment), which the HTTP server (http.c) calls from
+ * one thread at a time, for every request waiting when a scrape starts.
  */
 #define _GNU_SOURCE
-#include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
-#include <netinet/in.h>
-#include <poll.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/time.h>
 #include <unistd.h>
 
+#include "http.h"
 #include "tool.h"
-
-#define REQ_MAX		  8192
-#define CLIENT_TIMEOUT_MS 5000
-
-static volatile sig_atomic_t stop_sig;
-
-static void on_signal(int sig)
-{
-	stop_sig = sig;
-}
 
 static int self_metrics(struct scrape *s, double t0, unsigned int vms,
 			size_t vcpus);
@@ -200,145 +181,10 @@ static int self_metrics(struct scrape *s, double t0, unsigned int vms,
 		sk.bad_name, sk.conflict);
 }
 
-/* Parse "ADDR:PORT", "[V6]:PORT" or ":PORT" into @ss. */
-static int parse_listen(const char *s, struct sockaddr_storage *ss,
-			socklen_t *len)
+/* http.c's view of scrape(). */
+static int scrape_cb(void *ctx, const char **text, size_t *len)
 {
-	char host[128];
-	const char *colon = strrchr(s, ':');
-	char *end;
-	long port;
-
-	if (!colon || (size_t)(colon - s) >= sizeof(host))
-		return -1;
-	port = strtol(colon + 1, &end, 10);
-	if (end == colon + 1 || *end || port < 0 || port > 65535)
-		return -1;
-	memcpy(host, s, (size_t)(colon - s));
-	host[colon - s] = '\0';
-	memset(ss, 0, sizeof(*ss));
-	if (host[0] == '[') {
-		struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)ss;
-		size_t l = strlen(host);
-
-		if (l < 2 || host[l - 1] != ']')
-			return -1;
-		host[l - 1] = '\0';
-		a6->sin6_family = AF_INET6;
-		a6->sin6_port = htons((uint16_t)port);
-		if (inet_pton(AF_INET6, host + 1, &a6->sin6_addr) != 1)
-			return -1;
-		*len = sizeof(*a6);
-	} else {
-		struct sockaddr_in *a4 = (struct sockaddr_in *)ss;
-
-		a4->sin_family = AF_INET;
-		a4->sin_port = htons((uint16_t)port);
-		if (!host[0] || !strcmp(host, "*"))
-			a4->sin_addr.s_addr = htonl(INADDR_ANY);
-		else if (!strcmp(host, "localhost"))
-			a4->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-		else if (inet_pton(AF_INET, host, &a4->sin_addr) != 1)
-			return -1;
-		*len = sizeof(*a4);
-	}
-	return 0;
-}
-
-static void send_all(int fd, const char *buf, size_t len)
-{
-	while (len) {
-		ssize_t r = send(fd, buf, len, MSG_NOSIGNAL);
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return; /* the client went away or stalled: drop it */
-		buf += r;
-		len -= (size_t)r;
-	}
-}
-
-static void respond(int fd, const char *status, const char *type,
-		    const char *body, size_t len)
-{
-	char head[256];
-	int n = snprintf(
-		head, sizeof(head),
-		"HTTP/1.0 %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
-		"Connection: close\r\n\r\n",
-		status, type, len);
-
-	send_all(fd, head, (size_t)n);
-	send_all(fd, body, len);
-}
-
-/* Read the request head (bounded in size and time); 0, or -1 to drop. */
-static int read_request(int fd, char *buf, size_t len)
-{
-	size_t n = 0;
-
-	while (n + 1 < len) {
-		struct pollfd p = { .fd = fd, .events = POLLIN };
-		ssize_t r;
-
-		if (poll(&p, 1, CLIENT_TIMEOUT_MS) <= 0)
-			return -1;
-		r = recv(fd, buf + n, len - 1 - n, 0);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return -1;
-		n += (size_t)r;
-		buf[n] = '\0';
-		if (strstr(buf, "\r\n\r\n") || strstr(buf, "\n\n"))
-			return 0;
-	}
-	return -1;
-}
-
-static void serve_one(int cfd, struct scrape *sc)
-{
-	struct timeval tv = { .tv_sec = CLIENT_TIMEOUT_MS / 1000 };
-	char req[REQ_MAX];
-	const char *body;
-	size_t blen = 0;
-	int err;
-
-	setsockopt(cfd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-	if (read_request(cfd, req, sizeof(req)))
-		return;
-	if (strncmp(req, "GET ", 4) && strncmp(req, "HEAD ", 5)) {
-		respond(cfd, "405 Method Not Allowed", "text/plain",
-			"GET only\n", 9);
-		return;
-	}
-	{
-		char *path = strchr(req, ' ') + 1;
-		size_t plen = strcspn(path, " ?\r\n");
-
-		if (!(plen == 8 && !strncmp(path, "/metrics", 8))) {
-			static const char page[] =
-				"kvmstats exporter: metrics at /metrics\n";
-
-			respond(cfd, plen == 1 ? "200 OK" : "404 Not Found",
-				"text/plain", page, sizeof(page) - 1);
-			return;
-		}
-	}
-	err = scrape(sc, &body, &blen);
-	if (err) {
-		char msg[160];
-		int n = snprintf(msg, sizeof(msg), "kvmstats: %s\n",
-				 kvmstats_strerror(err));
-
-		respond(cfd, "500 Internal Server Error", "text/plain", msg,
-			(size_t)n);
-	} else {
-		respond(cfd, "200 OK",
-			"text/plain; version=0.0.4; charset=utf-8", body,
-			!strncmp(req, "HEAD ", 5) ? 0 : blen);
-	}
+	return scrape(ctx, text, len);
 }
 
 /*
@@ -379,14 +225,19 @@ static int export_once(struct scrape *sc, struct source *src)
 
 static void usage_export(FILE *f)
 {
-	fputs("Usage: kvmstats export [-f REGEX] [--per vm|vcpu] [--listen ADDR:PORT [--max-requests N]]\n"
+	fputs("Usage: kvmstats export [-f REGEX] [--per vm|vcpu] [--listen ADDR:PORT]...\n"
+	      "                       [--web.config.file FILE] [--web.max-connections N]\n"
+	      "                       [--max-requests N]\n"
 	      "Print the statistics of every VM and vCPU in the Prometheus text\n"
 	      "exposition format (for node_exporter's textfile collector), or serve\n"
-	      "them over HTTP at /metrics.\n"
-	      "  -f REGEX             only statistics whose KVM name matches\n"
-	      "  --per vm|vcpu        vCPU statistics summed per VM, or per vCPU (default)\n"
-	      "  --listen ADDR:PORT   serve HTTP (e.g. 127.0.0.1:9477, :9477, [::1]:9477)\n"
-	      "  --max-requests N     exit after answering N requests\n",
+	      "them over HTTP or HTTPS at /metrics.\n"
+	      "  -f REGEX                  only statistics whose KVM name matches\n"
+	      "  --per vm|vcpu             vCPU statistics summed per VM, or per vCPU (default)\n"
+	      "  --listen ADDR:PORT        serve (e.g. 127.0.0.1:9477, [::1]:9477, or :9477 for\n"
+	      "                            every address); repeatable; alias --web.listen-address\n"
+	      "  --web.config.file FILE    TLS and basic auth, in exporter-toolkit's format\n"
+	      "  --web.max-connections N   open connections per address (default 512)\n"
+	      "  --max-requests N          exit after N connections have closed\n",
 	      f);
 }
 
@@ -396,25 +247,28 @@ int cmd_export(int argc, char **argv)
 		{ "filter", required_argument, NULL, 'f' },
 		{ "per", required_argument, NULL, 'p' },
 		{ "listen", required_argument, NULL, 'l' },
+		{ "web.listen-address", required_argument, NULL, 'l' },
+		{ "web.config.file", required_argument, NULL, 'w' },
+		{ "web.max-connections", required_argument, NULL, 'c' },
 		{ "max-requests", required_argument, NULL, 'm' },
 		{ "help", no_argument, NULL, 'h' },
 		{}
 	};
-	struct sigaction sa = { .sa_handler = on_signal };
-	struct sockaddr_storage ss;
-	socklen_t sslen = 0;
-	const char *listen_at = NULL;
+	struct http_opts ho = { .max_connections = 512, .max_requests = -1 };
 	regex_t re, *filter = NULL;
-	long max_req = -1, served = 0;
 	bool per_vm = false;
 	struct source src;
 	struct scrape sc;
-	int c, err, lfd, one = 1, rc = EXIT_OK;
+	int c, err, rc;
+	long n;
 	char *end;
 
 	while ((c = getopt_long(argc, argv, ":f:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'f':
+			if (filter)
+				regfree(filter);
+			filter = NULL;
 			if (compile_filter(optarg, &re))
 				return EXIT_USAGE;
 			filter = &re;
@@ -423,35 +277,60 @@ int cmd_export(int argc, char **argv)
 			if (strcmp(optarg, "vm") && strcmp(optarg, "vcpu")) {
 				errmsg("export: --per wants vm or vcpu, not '%s'",
 				       optarg);
-				return EXIT_USAGE;
+				goto usage;
 			}
 			per_vm = !strcmp(optarg, "vm");
 			break;
 		case 'l':
-			listen_at = optarg;
-			if (parse_listen(optarg, &ss, &sslen)) {
-				errmsg("export: bad --listen address '%s' (want ADDR:PORT)",
+			if (ho.nlisten == HTTP_MAX_LISTEN) {
+				errmsg("export: at most %d listen addresses",
+				       HTTP_MAX_LISTEN);
+				goto usage;
+			}
+			if (http_check_listen(optarg)) {
+				errmsg("export: bad --listen address '%s' (want ADDR:PORT, [V6ADDR]:PORT or :PORT)",
 				       optarg);
-				return EXIT_USAGE;
+				goto usage;
 			}
+			ho.listen[ho.nlisten++] = optarg;
 			break;
+		case 'w':
+			ho.web_config = optarg;
+			break;
+		case 'c':
 		case 'm':
-			max_req = strtol(optarg, &end, 10);
-			if (end == optarg || *end || max_req < 1) {
-				errmsg("export: --max-requests wants a positive count");
-				return EXIT_USAGE;
+			errno = 0;
+			n = strtol(optarg, &end, 10);
+			if (end == optarg || *end || errno || n < 1 ||
+			    n > 1000000) {
+				errmsg("export: --%s wants a positive count",
+				       c == 'c' ? "web.max-connections" :
+						  "max-requests");
+				goto usage;
 			}
+			if (c == 'c')
+				ho.max_connections = (unsigned int)n;
+			else
+				ho.max_requests = n;
 			break;
 		case 'h':
+			if (filter)
+				regfree(filter);
 			usage_export(stdout);
 			return EXIT_OK;
 		default:
+			if (filter)
+				regfree(filter);
 			return bad_option("export", c, argv);
 		}
 	}
 	if (optind < argc) {
 		errmsg("export: unexpected argument '%s'", argv[optind]);
-		return EXIT_USAGE;
+		goto usage;
+	}
+	if (!ho.nlisten && (ho.web_config || ho.max_requests > 0)) {
+		errmsg("export: --web.config.file and --max-requests need --listen");
+		goto usage;
 	}
 	/* KVMSTATS_STATS_DIR: a directory of stats files stands for the host. */
 	source_init(&src);
@@ -460,44 +339,26 @@ int cmd_export(int argc, char **argv)
 		errmsg("export: %s", kvmstats_strerror(err));
 		scrape_fini(&sc);
 		source_fini(&src);
-		return exit_for(err);
-	}
-	if (!listen_at) {
+		rc = exit_for(err);
+	} else if (!ho.nlisten) {
 		rc = export_once(&sc, &src);
-		if (filter)
-			regfree(filter);
-		return rc;
-	}
+	} else {
+		/* The server's sockets come out of the budget for stats fds. */
+		size_t socks =
+			ho.nlisten * (ho.max_connections + HTTP_FDS_PER_ADDR);
 
-	signal(SIGPIPE, SIG_IGN);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	lfd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (lfd < 0 ||
-	    setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
-	    bind(lfd, (struct sockaddr *)&ss, sslen) || listen(lfd, 16)) {
-		errmsg("export: cannot listen on %s: %s", listen_at,
-		       strerror(errno));
-		return EXIT_LISTEN;
+		sc.host.fd_budget = sc.host.fd_budget > socks ?
+					    sc.host.fd_budget - socks :
+					    0;
+		rc = http_serve(&ho, scrape_cb, &sc);
+		scrape_fini(&sc);
+		source_fini(&src);
 	}
-	while (!stop_sig && (max_req < 0 || served < max_req)) {
-		int cfd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
-
-		if (cfd < 0) {
-			if (errno == EINTR || errno == ECONNABORTED)
-				continue;
-			errmsg("export: accept: %s", strerror(errno));
-			rc = EXIT_FAIL;
-			break;
-		}
-		serve_one(cfd, &sc);
-		close(cfd);
-		served++;
-	}
-	close(lfd);
-	scrape_fini(&sc);
-	source_fini(&src);
 	if (filter)
 		regfree(filter);
 	return rc;
+usage:
+	if (filter)
+		regfree(filter);
+	return EXIT_USAGE;
 }

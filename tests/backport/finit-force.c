@@ -23,7 +23,8 @@ int main(int argc, char **argv)
 	}
 	fd = open(argv[1], O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
-		fprintf(stderr, "finit-force: %s: %s\n", argv[1], strerror(errno));
+		fprintf(stderr, "finit-force: %s: %s\n", argv[1],
+			strerror(errno));
 		return 1;
 	}
 	if (syscall(SYS_finit_module, fd, "", MODULE_INIT_IGNORE_MODVERSIONS)) {

@@ -224,14 +224,15 @@ int main(void)
 	exited_vmm_frees();
 
 	bad = rel_restore_modules();
-	tap_check(bad == 0 && rel_module_loaded("irqbypass") &&
-			  rel_module_loaded("kvm") &&
-			  (rel_module_loaded("ccp") ||
-			   !rel_module_shipped("ccp.ko")) &&
-			  rel_module_loaded(vendor) &&
-			  rel_module_loaded("kvmstats"),
-		  "irqbypass, kvm, ccp (where shipped), %s and kvmstats loaded at the end",
-		  vendor);
+	tap_check(
+		bad == 0 && rel_module_loaded("irqbypass") &&
+			rel_module_loaded("kvm") &&
+			(rel_module_loaded("ccp") ||
+			 !rel_module_shipped("ccp.ko")) &&
+			rel_module_loaded(vendor) &&
+			rel_module_loaded("kvmstats"),
+		"irqbypass, kvm, ccp (where shipped), %s and kvmstats loaded at the end",
+		vendor);
 	vm = vm_create(1, NULL);
 	dev = kvmstats_open();
 	s = __kvmstats_get_stats_fd(dev, 0, vm->fd, 0);

@@ -1,0 +1,40 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * `kvmstats export --listen`: serving the exposition over HTTP(S).
+ */
+#ifndef KVMSTATS_HTTP_H
+#define KVMSTATS_HTTP_H
+
+#include <stddef.h>
+
+#define HTTP_MAX_LISTEN 8
+/* fds of one listen address besides its connections: socket, epolls, ITCs */
+#define HTTP_FDS_PER_ADDR 16
+
+struct http_opts {
+	const char *listen[HTTP_MAX_LISTEN]; /* ADDR:PORT, a server each */
+	size_t nlisten;
+	const char *web_config;	      /* exporter-toolkit web config, or NULL */
+	unsigned int max_connections; /* per address */
+	long max_requests; /* exit after that many connections; -1: never */
+};
+
+/*
+ * Render a complete exposition into *@text (valid until the next call),
+ * *@len bytes; 0 or -errno.  Called from one thread at a time.
+ */
+typedef int (*http_render_fn)(void *ctx, const char **text, size_t *len);
+
+/* 0 when @addr is a listen address http_serve() takes, else -EINVAL. */
+int http_check_listen(const char *addr);
+
+/*
+ * Serve /metrics (one @render per scrape, shared by the requests that
+ * wait for it) and a landing page at / until SIGINT or SIGTERM, or until
+ * max_requests connections have closed.  Prints its own errors; returns
+ * an exit status (EXIT_OK, EXIT_USAGE for a bad web config, EXIT_LISTEN,
+ * EXIT_FAIL).
+ */
+int http_serve(const struct http_opts *o, http_render_fn render, void *ctx);
+
+#endif /* KVMSTATS_HTTP_H */

@@ -1,0 +1,61 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * The web configuration file of `kvmstats export --web.config.file`: the
+ * format of Prometheus' exporter-toolkit (TLS, client certificates, basic
+ * auth users with bcrypt hashes, extra response headers), so one file can
+ * serve node_exporter and kvmstats.  kvmstats(1) lists the keys.
+ */
+#ifndef KVMSTATS_WEBCONFIG_H
+#define KVMSTATS_WEBCONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* tls_server_config.client_auth_type, as Go's crypto/tls names them. */
+enum web_client_auth {
+	WEB_NO_CLIENT_CERT,
+	WEB_REQUEST_CLIENT_CERT,
+	WEB_REQUIRE_ANY_CLIENT_CERT,
+	WEB_VERIFY_CLIENT_CERT_IF_GIVEN,
+	WEB_REQUIRE_AND_VERIFY_CLIENT_CERT,
+};
+
+struct web_user {
+	char *name;
+	char *hash; /* bcrypt: $2a$, $2b$ or $2y$ */
+};
+
+struct web_header {
+	char *name;
+	char *value;
+};
+
+struct web_config {
+	bool tls;	     /* tls_server_config has a certificate */
+	char *cert_pem;	     /* certificate (chain), PEM */
+	char *key_pem;	     /* its private key, PEM */
+	char *client_ca_pem; /* CAs for client certificates, PEM, or NULL */
+	enum web_client_auth client_auth;
+	char *priorities; /* GnuTLS priority string (versions, suites, groups) */
+	char **allowed_sans;
+	size_t nsans;
+	struct web_header *headers;
+	size_t nheaders;
+	struct web_user *users;
+	size_t nusers;
+};
+
+/*
+ * Read and check @path.  On error returns -errno (-EINVAL for a bad file)
+ * and leaves a one-line explanation, naming the file, line and key, in
+ * @err.  An empty file is a valid configuration: plain HTTP, no auth.
+ */
+int web_config_load(const char *path, struct web_config **out, char *err,
+		    size_t errlen);
+void web_config_free(struct web_config *c);
+
+/* The user named @name, or NULL. */
+const struct web_user *web_config_user(const struct web_config *c,
+				       const char *name);
+
+#endif /* KVMSTATS_WEBCONFIG_H */

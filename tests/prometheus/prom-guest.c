@@ -1,0 +1,195 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * The guest half of tests/host/50-prometheus: VMs with known statistics,
+ * `kvmstats export` serving them over TLS with basic auth on port 9477, and
+ * a control port (9478) on which the host asks for KVM's own values (each
+ * VM's native KVM_GET_STATS_FD, read by this process, their VMM) at the
+ * moments it chooses.  One command per connection, one JSON line back:
+ *
+ *   hello   pid, and per VM its fd, vCPUs and KVM ids (VM, vCPU 0)
+ *   start   start vCPU 0 of the "io" VM (an `out` loop): io_exits climbs
+ *   sample  io_exits of that vCPU now
+ *   stop    stop it; io_exits now, and the halt_wait_hist buckets of the
+ *           "halt" VM's vCPU 0 (frozen since before the exporter started)
+ *   quit    stop the exporter (its exit status is in the answer) and exit
+ *
+ * Runs until quit, or gives up after KVMSTATS_TEST_TIMEOUT - 10 seconds.
+ */
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "kvmstats_util.h"
+
+#define CONTROL_PORT 9478
+
+static struct stats_blob blob;
+
+static uint64_t native(int fd, const char *name)
+{
+	stats_read_all(fd, &blob, name);
+	return stats_value(&blob, name, 0);
+}
+
+static void vm_json(FILE *f, const char *name, struct vm *vm, int sfd,
+		    const char *sep)
+{
+	char vm_id[64];
+	int vfd = vm_get_stats_fd(vm);
+
+	stats_read_all(vfd, &blob, "VM");
+	snprintf(vm_id, sizeof(vm_id), "%s", stats_id(&blob));
+	close(vfd);
+	stats_read_all(sfd, &blob, "vCPU 0");
+	fprintf(f,
+		"\"%s\":{\"fd\":%d,\"vcpus\":%d,\"vm_id\":\"%s\",\"vcpu0_id\":\"%s\"}%s",
+		name, vm->fd, vm->nr_vcpus, vm_id, stats_id(&blob), sep);
+}
+
+static pid_t start_exporter(void)
+{
+	pid_t p = fork();
+
+	if (p == 0) {
+		int fd = open("/artifacts/exporter.log",
+			      O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+
+		if (fd >= 0)
+			dup2(fd, 2);
+		execl("/usr/bin/kvmstats", "kvmstats", "export", "--listen",
+		      ":9477", "--web.config.file", "/e2e/web.yml",
+		      (char *)NULL);
+		_exit(127);
+	}
+	return p;
+}
+
+int main(void)
+{
+	const char *t = getenv("KVMSTATS_TEST_TIMEOUT");
+	int budget = (t ? atoi(t) : 240) - 10;
+	struct sockaddr_in a = { .sin_family = AF_INET,
+				 .sin_port = htons(CONTROL_PORT) };
+	struct vm *io, *halt, *two;
+	int io_fd, halt_fd, two_fd, ls, one = 1, i, st;
+	uint64_t deadline;
+	pid_t exporter;
+
+	tap_init();
+	kvm_test_init();
+
+	/* "io": one vCPU, an out loop once the host says start. */
+	io = vm_create(1, NULL);
+	vcpu_load_prog(io->vcpus[0], GUEST_IO_LOOP, 0);
+	io_fd = vcpu_get_stats_fd(io->vcpus[0]);
+	/* "halt": an irqchip vCPU woken 12 times from HLT, then stopped. */
+	halt = vm_create_irqchip(1);
+	halt_fd = vcpu_get_stats_fd(halt->vcpus[0]);
+	vcpu_halt_start(halt->vcpus[0]);
+	for (i = 0; i < 12; i++)
+		vcpu_halt_wake(halt->vcpus[0]);
+	vcpu_thread_stop(halt->vcpus[0]);
+	/* "two": two vCPUs that did 100 port writes each and halted. */
+	two = vm_create(2, NULL);
+	vm_run_all_to_hlt(two, GUEST_IO_COUNT, 100);
+	two_fd = vcpu_get_stats_fd(two->vcpus[0]);
+
+	exporter = start_exporter();
+	ls = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(ls, (struct sockaddr *)&a, sizeof(a)) || listen(ls, 4))
+		tap_bail("control port %d: %m", CONTROL_PORT);
+	tap_pass("VMs created, exporter started (pid %d), control on :%d",
+		 exporter, CONTROL_PORT);
+
+	deadline = now_ns() + (uint64_t)budget * 1000000000ull;
+	for (;;) {
+		struct pollfd p = { .fd = ls, .events = POLLIN };
+		char cmd[32] = "";
+		ssize_t n;
+		FILE *f;
+		int c;
+
+		if (now_ns() > deadline)
+			tap_bail("no quit from the host within %d s", budget);
+		if (poll(&p, 1, 1000) <= 0)
+			continue;
+		c = accept4(ls, NULL, NULL, SOCK_CLOEXEC);
+		if (c < 0)
+			continue;
+		n = read(c, cmd, sizeof(cmd) - 1);
+		if (n <= 0) {
+			close(c);
+			continue;
+		}
+		cmd[strcspn(cmd, "\r\n")] = '\0';
+		f = fdopen(c, "w");
+		if (!f) {
+			close(c);
+			continue;
+		}
+		if (!strcmp(cmd, "hello")) {
+			fprintf(f, "{\"pid\":%d,", getpid());
+			vm_json(f, "io", io, io_fd, ",");
+			vm_json(f, "halt", halt, halt_fd, ",");
+			vm_json(f, "two", two, two_fd, "}\n");
+		} else if (!strcmp(cmd, "start")) {
+			vcpu_thread_start(io->vcpus[0]);
+			vcpu_thread_wait_running(io->vcpus[0]);
+			fprintf(f, "{\"io_exits\":%llu}\n",
+				(unsigned long long)native(io_fd, "io_exits"));
+		} else if (!strcmp(cmd, "sample")) {
+			fprintf(f, "{\"io_exits\":%llu}\n",
+				(unsigned long long)native(io_fd, "io_exits"));
+		} else if (!strcmp(cmd, "stop")) {
+			const struct kvm_stats_desc *d;
+			int b;
+
+			vcpu_thread_stop(io->vcpus[0]);
+			fprintf(f, "{\"io_exits\":%llu,",
+				(unsigned long long)native(io_fd, "io_exits"));
+			stats_read_all(halt_fd, &blob, "halt vCPU");
+			d = stats_find(&blob, "halt_wait_hist");
+			if (!d)
+				tap_bail("no halt_wait_hist in this kernel");
+			fprintf(f,
+				"\"halt_wait_hist\":{\"exponent\":%d,\"type\":%u,\"bucket_size\":%u,\"buckets\":[",
+				d->exponent, d->flags & KVM_STATS_TYPE_MASK,
+				d->bucket_size);
+			for (b = 0; b < d->size; b++)
+				fprintf(f, "%s%llu", b ? "," : "",
+					(unsigned long long)stats_value(
+						&blob, "halt_wait_hist", b));
+			fprintf(f, "]}}\n");
+		} else if (!strcmp(cmd, "quit")) {
+			kill(exporter, SIGTERM);
+			waitpid(exporter, &st, 0);
+			tap_check(
+				WIFEXITED(st) && WEXITSTATUS(st) == 0,
+				"the exporter exits 0 on SIGTERM (status %#x)",
+				st);
+			fprintf(f, "{\"exporter_status\":%d}\n", st);
+			fclose(f);
+			break;
+		} else {
+			fprintf(f, "{\"error\":\"unknown command\"}\n");
+		}
+		fclose(f);
+	}
+	close(ls);
+	close(io_fd);
+	close(halt_fd);
+	close(two_fd);
+	vm_free(two);
+	vm_free(halt);
+	vm_free(io);
+	return tap_exit();
+}
