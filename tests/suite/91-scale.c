@@ -409,19 +409,24 @@ static void text_read_fd(struct text *t, int fd)
 		text_add(t, buf, (size_t)r);
 }
 
-/* The first line of TOOL_ERR, or "" (what the tool said on stderr). */
+/*
+ * The first line of TOOL_ERR, or "": what the tool said on stderr, but for
+ * the exporter's line saying where it listens.
+ */
 static const char *tool_stderr(void)
 {
 	static char line[512];
 	FILE *f = fopen(TOOL_ERR, "re");
 
 	line[0] = '\0';
-	if (f) {
-		if (!fgets(line, sizeof(line), f))
-			line[0] = '\0';
-		fclose(f);
+	while (f && fgets(line, sizeof(line), f)) {
+		line[strcspn(line, "\n")] = '\0';
+		if (!strstr(line, ": export: serving http on "))
+			break;
+		line[0] = '\0';
 	}
-	line[strcspn(line, "\n")] = '\0';
+	if (f)
+		fclose(f);
 	return line;
 }
 
@@ -711,8 +716,10 @@ static void read_scrape(int s, struct text *t)
 	text_add(t, "", 0);
 	text_read_fd(t, s);
 	close(s);
+	/* An HTTP/1.1 server answers a 1.0 request with its own version. */
 	body = strstr(t->p, "\r\n\r\n");
-	if (strncmp(t->p, "HTTP/1.0 200 OK", 15) || !body) {
+	if (strncmp(t->p, "HTTP/1.", 7) || strncmp(t->p + 8, " 200 ", 5) ||
+	    !body) {
 		t->len = 0;
 		t->p[0] = '\0';
 		return;
