@@ -625,12 +625,15 @@ static void sweep_batched(int k)
 }
 
 /*
- * Two controls for the growth of a sweep's cost (bench_growth): the same
- * number of ops, with less memory touched.  ops_files: every file, but
- * into the FDS_PER_VM buffers of the first VM; ops_same: the first VM's
- * files over and over, into those same buffers (the code path alone).
+ * Three controls for the growth of a sweep's cost (bench_growth): the
+ * same number of ops, with less memory touched.  ops_files: every file,
+ * but into the FDS_PER_VM buffers of the first VM; ops_word: the same,
+ * reading only the first 8 bytes of each data block (the file objects,
+ * not the statistics); ops_same: the first VM's files over and over, into
+ * those same buffers (the code path alone).
  */
-static struct kvmstats_read_op ops_files[MAX_FILES], ops_same[MAX_FILES];
+static struct kvmstats_read_op ops_files[MAX_FILES], ops_word[MAX_FILES];
+static struct kvmstats_read_op ops_same[MAX_FILES];
 
 static void make_controls(void)
 {
@@ -639,6 +642,8 @@ static void make_controls(void)
 	for (i = 0; i < MAX_FILES; i++) {
 		ops_files[i] = ops[i];
 		ops_files[i].buf = ops[i % FDS_PER_VM].buf;
+		ops_word[i] = ops_files[i];
+		ops_word[i].len = 8;
 		ops_same[i] = ops[i % FDS_PER_VM];
 	}
 }
@@ -832,17 +837,41 @@ struct growth_result {
 };
 
 /*
- * [0] READ_BATCH, [1] one pread per fd, and the two controls of
- * make_controls(): [2] READ_BATCH into shared buffers, [3] READ_BATCH of
- * the same files over and over.
+ * [0] READ_BATCH, [1] one pread per fd, and the controls of
+ * make_controls(): READ_BATCH into shared buffers, of 8 bytes of each
+ * file, and of the same files over and over.
  */
-enum { G_BATCHED, G_SINGLE, G_FILES, G_SAME, NR_G };
+enum { G_BATCHED, G_SINGLE, G_FILES, G_SAME, G_WORD, G_PAGES, NR_G };
 static const char *const growth_name[NR_G] = {
 	"batched",
 	"single",
 	"batched_shared_buffers",
 	"batched_same_files",
+	"batched_8_bytes",
+	"machine_3_pages",
 };
+
+/*
+ * The emulated machine itself, without kvmstats: one 8-byte load from
+ * each of PAGES_PER_FILE distinct 4 KiB pages per file of the sweep, about
+ * as many pages as a READ_BATCH op touches (the struct file, kvmstats'
+ * file object, the VM's or vCPU's statistics).
+ */
+#define PAGES_PER_FILE 3
+static uint8_t page_buf[MAX_FILES * PAGES_PER_FILE][4096]
+	__attribute__((aligned(4096)));
+
+volatile uint64_t page_sink; /* keeps the loads */
+
+static void touch_pages(int k)
+{
+	uint64_t sum = 0;
+	int i;
+
+	for (i = 0; i < k * FDS_PER_VM * PAGES_PER_FILE; i++)
+		sum += *(volatile uint64_t *)page_buf[i];
+	page_sink = sum;
+}
 static struct growth_result growth[NR_G];
 
 /* Median ns of @n sweeps of method @m over @k VMs' worth of files. */
@@ -856,7 +885,15 @@ static double growth_time(int m, int k, int n)
 		return time_method(m == G_BATCHED ? M_BATCHED : M_SINGLE, k, n);
 	for (i = 0; i < n; i++) {
 		t0 = now_ns();
-		batch_run(m == G_FILES ? ops_files : ops_same, k * FDS_PER_VM);
+		if (m == G_PAGES) {
+			touch_pages(k);
+			t[i] = now_ns() - t0;
+			continue;
+		}
+		batch_run(m == G_FILES ? ops_files :
+			  m == G_WORD  ? ops_word :
+					 ops_same,
+			  k * FDS_PER_VM);
 		t[i] = now_ns() - t0;
 	}
 	return median(t, n);
@@ -868,6 +905,7 @@ static void bench_growth(void)
 	double t[NR_GROWTH][rounds], rt[NR_GROWTH][rounds], r16[rounds];
 
 	make_controls();
+	memset(page_buf, 1, sizeof(page_buf));
 	for (m = 0; m < NR_G; m++) {
 		struct growth_result *g = &growth[m];
 
@@ -880,9 +918,9 @@ static void bench_growth(void)
 		for (r = 0; r < rounds; r++) {
 			for (j = 0; j < NR_GROWTH; j++) {
 				i = (j + r) % NR_GROWTH;
-				t[i][r] = growth_time(m, growth_sizes[i],
-						      n[i]) /
-					  (growth_sizes[i] * NR_VCPUS);
+				t[i][r] =
+					growth_time(m, growth_sizes[i], n[i]) /
+					(growth_sizes[i] * NR_VCPUS);
 			}
 			for (i = 0; i < NR_GROWTH; i++)
 				rt[i][r] = t[i][r] / t[0][r];
@@ -1155,7 +1193,10 @@ static void bench_tool(int k)
 		loopback_up();
 		/* Enough scrapes to stand out of a start-up's noise. */
 		tool_cost(&t->export, "kvmstats export --listen", export_run,
-			  k <= 1 ? 100 : k <= 16 ? 20 : 5, rounds);
+			  k <= 1  ? 100 :
+			  k <= 16 ? 20 :
+				    5,
+			  rounds);
 		tool_cost(&t->top, "kvmstats top --batch", top_run,
 			  k >= 64 ? 5 : 20, rounds);
 		for (r = 0; r < rounds; r++) {
@@ -1540,10 +1581,11 @@ static void bench_lone(void)
 		       l->pidfd_us * 1e3 / l->v);
 		printf("lone_list_vms_us_%dvms=%.1f\n", l->v, l->list_us);
 	}
-	for (i = 0; i < NR_LONE; i++)
-		printf("lone_list_pidfd_per_vm_ratio_%dvms=%.3f\n", lone[i].v,
-		       (lone[i].pidfd_us / lone[i].v) /
-			       (lone[0].pidfd_us / lone[0].v));
+	/* What each VM after the first adds: a constant if it is linear. */
+	for (i = 1; i < NR_LONE; i++)
+		printf("lone_list_pidfd_us_above1_per_vm_%dvms=%.4f\n",
+		       lone[i].v,
+		       (lone[i].pidfd_us - lone[0].pidfd_us) / (lone[i].v - 1));
 	kill(pid, SIGKILL);
 	waitpid(pid, NULL, 0);
 	close(pidfd);
@@ -1875,11 +1917,16 @@ static void print_growth(void)
 static void growth_lines(void)
 {
 	static const char *const keys[] = {
-		"growth_read_batch",	 "growth_pread",
-		"growth_read_batch_shared_buffers", "growth_read_batch_same_files",
-		"growth_list_vms",	 "growth_list_vms_above_empty",
-		"growth_list_pidfd_one_process", "growth_export_cpu_guest",
-		"growth_export_rss_guest", "growth_top_cpu_guest",
+		"growth_read_batch",
+		"growth_pread",
+		"growth_read_batch_shared_buffers",
+		"growth_read_batch_same_files",
+		"growth_list_vms",
+		"growth_list_vms_above_empty",
+		"growth_list_pidfd_one_process",
+		"growth_export_cpu_guest",
+		"growth_export_rss_guest",
+		"growth_top_cpu_guest",
 	};
 	double per[NR_GROWTH];
 	unsigned int r;
@@ -1940,6 +1987,8 @@ static void print_table(void)
 		       i == G_BATCHED ? "READ_BATCH" :
 		       i == G_SINGLE  ? "one pread per fd" :
 		       i == G_FILES   ? "READ_BATCH, 5 buffers" :
+		       i == G_WORD    ? "READ_BATCH, 8 bytes" :
+		       i == G_PAGES   ? "machine: 3 pages/file" :
 					"READ_BATCH, 5 files",
 		       growth[i].ns_per_vcpu[0], growth[i].ns_per_vcpu[1],
 		       growth[i].ns_per_vcpu[2], growth[i].ns_per_vcpu[3],
@@ -2052,7 +2101,8 @@ static void write_data(void)
 	snprintf(path, sizeof(path), "%s/lone.dat", dir);
 	f = fopen(path, "w");
 	if (f) {
-		fprintf(f, "# vms list_pidfd_us list_pidfd_min_us list_vms_us\n");
+		fprintf(f,
+			"# vms list_pidfd_us list_pidfd_min_us list_vms_us\n");
 		for (i = 0; i < NR_LONE; i++)
 			fprintf(f, "%d %.2f %.2f %.2f\n", lone[i].v,
 				lone[i].pidfd_us, lone[i].pidfd_lo,
@@ -2065,7 +2115,8 @@ static void write_data(void)
 	if (f) {
 		for (r = 0; r < NR_GROWTH_ROWS; r++)
 			growth_values(r, per[r]);
-		fprintf(f, "# vcpus read_batch pread read_batch_shared_buffers read_batch_same_files list_vms list_vms_above_empty list_pidfd_one_process export_cpu rss top_cpu\n");
+		fprintf(f,
+			"# vcpus read_batch pread read_batch_shared_buffers read_batch_same_files list_vms list_vms_above_empty list_pidfd_one_process export_cpu rss top_cpu\n");
 		for (i = 0; i < NR_GROWTH; i++) {
 			fprintf(f, "%d", growth_sizes[i] * NR_VCPUS);
 			for (r = 0; r < NR_GROWTH_ROWS; r++)
@@ -2075,7 +2126,6 @@ static void write_data(void)
 		fclose(f);
 	}
 }
-
 
 /* Call and return costs depend on these; TCG pays for every extra branch. */
 static void print_mitigations(void)
