@@ -1195,10 +1195,10 @@ static void bench_tool(int k)
 		tool_cost(&t->export, "kvmstats export --listen", export_run,
 			  k <= 1  ? 100 :
 			  k <= 16 ? 20 :
-				    5,
+				    10,
 			  rounds);
 		tool_cost(&t->top, "kvmstats top --batch", top_run,
-			  k >= 64 ? 5 : 20, rounds);
+			  k >= 64 ? 10 : 20, rounds);
 		for (r = 0; r < rounds; r++) {
 			d[r] = oneshot_run(0);
 			if (d[r] < 0)
