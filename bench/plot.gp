@@ -17,12 +17,11 @@ set xlabel "vCPUs (4 a VM)"
 set ylabel "cost per vCPU (VM) / the same at 4 vCPUs"
 set logscale x
 set xtics (4, 64, 256, 1000)
-set yrange [0:2.2]
+set yrange [0:3.2]
 set key top left font ',9'
 plot growth using 1:2 with linespoints lw 2 pt 7 title "READ\\_BATCH sweep, per vCPU (guest)", \
      growth using 1:5 with linespoints lw 1 pt 6 dt 2 title "  control: the same 5 files again", \
      growth using 1:3 with linespoints lw 1 pt 5 title "one pread per fd, per vCPU (guest)", \
-     growth using 1:8 with linespoints lw 2 pt 9 title "LIST\\_PIDFD, per VM, all in one process (guest)", \
      host using 1:2 with linespoints lw 2 pt 11 title "export per scrape, per vCPU (host, instructions)", \
      host using 1:3 with linespoints lw 2 pt 13 title "top per refresh, per vCPU (host, instructions)", \
      host using 1:4 with linespoints lw 1 pt 4 title "export RSS, per vCPU (host)", \
@@ -50,11 +49,22 @@ set title "LIST\\_VMS against VMs"
 set xlabel "VMs"
 set ylabel "ms per call (TCG)"
 set xtics auto
-set yrange [0:*]
-set key top left font ',10'
-plot vlist using 1:4 with linespoints lw 2 pt 7 title "LIST\\_VMS, a VM per VMM, processes fixed (median)", \
-     vlist using 1:5 with linespoints lw 1 pt 6 title "  the same, fastest call", \
-     lone using 1:($2/1000) with linespoints lw 2 pt 9 title "LIST\\_PIDFD of one VMM holding them all (median)"
+# Room above the lines for the key.
+set autoscale xy
+stats vlist using 4 nooutput name "V"
+stats lone using 2 nooutput name "L"
+set yrange [0:1.5 * V_max]
+set y2range [0:1.5 * L_max]
+set y2label "us per call (TCG)"
+set y2tics
+set ytics nomirror
+set key top left font ',9'
+plot vlist using 1:4 with linespoints lw 2 pt 7 title "LIST\\_VMS, a VM per VMM, processes fixed: median (ms)", \
+     vlist using 1:5 with linespoints lw 1 pt 6 title "  the same, fastest call (ms)", \
+     lone using 1:2 axes x1y2 with linespoints lw 2 pt 9 title "LIST\\_PIDFD of one VMM holding them all: median (us, right)"
+unset y2label
+unset y2tics
+set ytics mirror
 
 # 4. LIST_VMS against processes.
 set title "LIST\\_VMS against processes, 250 VMs"
@@ -64,5 +74,5 @@ set yrange [0:*]
 set key bottom right font ',10'
 plot list using ($3/1000):4 with linespoints lw 2 pt 7 title "median of 101 calls", \
      list using ($3/1000):5 with linespoints lw 1 pt 6 title "fastest of 101 calls", \
-     list using ($3/1000):4:(sprintf("%d procs", $2)) with labels offset 0,1 font ',9' notitle
+     list using ($3/1000):4:($2 >= 1000 ? sprintf("%d procs", $2) : "") with labels offset 0,1 font ',9' notitle
 unset multiplot
