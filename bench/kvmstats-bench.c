@@ -1538,6 +1538,88 @@ static void time_listing(int pidfd, int want, double *med, double *lo)
 	range(t, rounds, lo, &hi);
 }
 
+/*
+ * Giving VMs back: kvmstats holds a reference on a VM while any of its
+ * stats files is open, and gives it back from a work item once the last
+ * one closes (then unregisters the MMU notifier it had put on the VMM's
+ * address space).  Close the files of 16, then 48, then 186 VMs at once
+ * and time until live_vms says kvmstats let go of them; then, each time,
+ * open and close one VM file and time how long that VM waits behind the
+ * rest of the work.
+ */
+static const int release_levels[] = { 16, 64, 250 };
+#define NR_RELEASE ((int)(sizeof(release_levels) / sizeof(release_levels[0])))
+
+struct release_result {
+	int n;		 /* VMs let go of at once */
+	double ms;	 /* until live_vms dropped by n */
+	double probe_ms; /* one more VM released just after */
+	bool timed_out;
+};
+
+static struct release_result releases[NR_RELEASE];
+static int nr_releases;
+
+static long live_vms(void)
+{
+	FILE *f = fopen("/sys/module/kvmstats/parameters/live_vms", "re");
+	long v = -1;
+
+	if (f) {
+		if (fscanf(f, "%ld", &v) != 1)
+			v = -1;
+		fclose(f);
+	}
+	return v;
+}
+
+/* ms until live_vms is @want (-1 after 120 s). */
+static double wait_live_vms(long want)
+{
+	uint64_t t0 = now_ns();
+
+	while (live_vms() != want) {
+		if (now_ns() - t0 > 120e9)
+			return -1;
+		usleep(1000);
+	}
+	return (now_ns() - t0) / 1e6;
+}
+
+static void bench_release(void)
+{
+	int i, j, from = 0, fd;
+	long base;
+
+	if (live_vms() < 0) {
+		printf("# no /sys/module/kvmstats/parameters/live_vms: release not measured\n");
+		return;
+	}
+	for (i = 0; i < NR_RELEASE && release_levels[i] <= nr_vms; i++) {
+		struct release_result *r = &releases[nr_releases++];
+		int to = release_levels[i];
+
+		r->n = to - from;
+		base = live_vms();
+		for (j = from * FDS_PER_VM; j < to * FDS_PER_VM; j++)
+			close(ours[j].fd);
+		r->ms = wait_live_vms(base - r->n);
+		fd = ours_stats_fd(kids[0].pid, kids[0].vm_fd, -1);
+		close(fd);
+		r->probe_ms = wait_live_vms(base - r->n);
+		r->timed_out = r->ms < 0 || r->probe_ms < 0;
+		printf("# released %d VMs at once: live_vms down by %d after %.1f ms; one VM released next waited %.1f ms\n",
+		       r->n, r->n, r->ms, r->probe_ms);
+		printf("release_ms_%dvms=%.1f\n", r->n, r->ms);
+		printf("release_us_per_vm_%dvms=%.0f\n", r->n,
+		       r->ms * 1e3 / r->n);
+		printf("release_next_vm_waits_ms_after_%dvms=%.1f\n", r->n,
+		       r->probe_ms);
+		from = to;
+	}
+	fflush(stdout);
+}
+
 static void bench_lone(void)
 {
 	int p1[2], p2[2], i, have, pidfd;
@@ -2033,6 +2115,14 @@ static void print_table(void)
 		       lone[i].pidfd_us * 1e3 / lone[i].v, lone[i].list_us,
 		       lone[i].list_us - lone_base_us);
 
+	printf("\nGiving VMs back: the stats files of N VMs closed at once\n");
+	printf("  %-6s %14s %12s %22s\n", "VMs", "until let go", "per VM",
+	       "next VM released waits");
+	for (i = 0; i < nr_releases; i++)
+		printf("  %-6d %11.1f ms %9.0f us %19.1f ms\n", releases[i].n,
+		       releases[i].ms, releases[i].ms * 1e3 / releases[i].n,
+		       releases[i].probe_ms);
+
 	printf("\nTool CPU time (user+system; per refresh in steady state) and the exporter's memory\n");
 	for (i = 0; i < nr_tools; i++) {
 		char what[64];
@@ -2252,6 +2342,8 @@ int main(int argc, char **argv)
 		bench_growth();
 	bench_list();
 	bench_lone();
+	if (!list_only)
+		bench_release();
 	print_table();
 	growth_lines();
 	write_data();

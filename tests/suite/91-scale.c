@@ -16,7 +16,10 @@
  *     vCPU, with the native values, exit 0 and say nothing on stderr;
  *   - a VMM (with NR_VMS / NR_VMMS VMs) SIGKILLed while `export --listen`
  *     sweeps is dropped from the next scrape (no series, not counted,
- *     no read error) and marked exited in `top`, not served as alive.
+ *     no read error) and marked exited in `top`, not served as alive;
+ *   - once the VMMs are gone, kvmstats gives back its reference to every
+ *     VM, and a VM released after that is let go of within seconds (the
+ *     programs after this one unload kvm_amd).
  *
  * The test itself never holds more than a VM's worth of stats fds: its
  * fds are its own, and what the tool may use is the tool's limit.
@@ -37,6 +40,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "freeze_util.h"
 #include "kvmstats_util.h"
 
 #define NR_VMMS	    5
@@ -332,27 +336,33 @@ static void check_files(int dev)
 {
 	static struct stats_blob a, b;
 	unsigned int bad_vm = 0, bad_vcpu = 0, bad_io = 0, ran = 0;
-	int fds[1 + NR_VCPUS], g, o;
+	int fds[1 + NR_VCPUS], ours[1 + NR_VCPUS], g, o;
 	uint64_t t0 = now_ns();
 
 	for (g = 0; g < NR_VMS; g++) {
 		struct vmrec *v = &vms[g];
 		pid_t pid = vmms[v->vmm].pid;
 
+		/*
+		 * A VM's files open together, as an agent holds them: one
+		 * tracker in kvmstats for the VM, not one per file.
+		 */
 		native_fds(g, fds);
 		for (o = 0; o <= NR_VCPUS; o++) {
-			int ours =
+			ours[o] =
 				__kvmstats_get_stats_fd(dev, pid, v->fd, o - 1);
+			if (ours[o] < 0)
+				tap_diag("GET_STATS_FD(%d, %d, %d): %s", pid,
+					 v->fd, o - 1, strerror(-ours[o]));
+		}
+		for (o = 0; o <= NR_VCPUS; o++) {
 			bool same = false;
 
-			if (ours < 0) {
-				tap_diag("GET_STATS_FD(%d, %d, %d): %s", pid,
-					 v->fd, o - 1, strerror(-ours));
-			} else {
-				stats_read_all(ours, &a, "ours");
+			if (ours[o] >= 0) {
+				stats_read_all(ours[o], &a, "ours");
 				stats_read_all(fds[o], &b, "native");
 				same = stats_blob_equal(&a, &b, "stats file");
-				close(ours);
+				close(ours[o]);
 			}
 			close(fds[o]);
 			if (!o) {
@@ -959,18 +969,54 @@ static void check_kill_during_sweep(void)
 	free(t.p);
 }
 
+/*
+ * Every stats file of this program and of the tool runs has closed: each
+ * VM's tracker goes to kvmstats' reaper, which gives back the VM and then
+ * unregisters its MMU notifier (a grace period each).  Wait until
+ * kvmstats holds no more VM than at the start; then release one more VM
+ * and time how long it waits behind what the reaper still has to do.
+ */
+static void check_released(int dev, long live0)
+{
+	uint64_t t0 = now_ns(), t1;
+	struct vm *vm;
+	long v;
+	int fd;
+
+	v = kvmstats_wait_live_vms(live0, 150000);
+	t1 = now_ns();
+	tap_check(
+		v == live0,
+		"kvmstats gives back its reference to every VM (live_vms %ld, %ld at the start; %.1f s)",
+		v, live0, (t1 - t0) / 1e9);
+	vm = vm_create(1, NULL);
+	fd = kvmstats_get_stats_fd(dev, 0, vm->fd, -1);
+	v = kvmstats_live_vms();
+	close(fd);
+	t0 = now_ns();
+	v = kvmstats_wait_live_vms(live0, 150000);
+	tap_diag(
+		"a VM whose only stats fd closed then was let go of %.2f s later",
+		(now_ns() - t0) / 1e9);
+	tap_check(v == live0,
+		  "a VM released after the sweep is let go of (live_vms %ld)",
+		  v);
+	vm_free(vm);
+}
+
 int main(void)
 {
 	struct kvmstats_vm *l = NULL;
 	struct text t = { 0 };
 	unsigned int left = 0;
 	struct rlimit rl;
-	long mem0, mem1;
+	long mem0, mem1, live0;
 	uint64_t t0 = now_ns(), t1;
 	int dev, k, i, n;
 
 	kvm_test_init();
 	dev = kvmstats_open();
+	live0 = kvmstats_wait_settled(60000);
 	getrlimit(RLIMIT_NOFILE, &rl);
 	tap_diag(
 		"open file limit: soft %llu, hard %llu; following every VM takes %d fds (2 + vCPUs a VM)",
@@ -1011,6 +1057,7 @@ int main(void)
 		left += our_pid(l[i].pid);
 	tap_eq(left, 0, "once the VMMs are gone, none of their VMs is listed");
 	free(l);
+	check_released(dev, live0);
 	free(t.p);
 	close(dev);
 	tap_diag("total %llu ms",
