@@ -4,7 +4,7 @@
  *
  *  - KVMSTATS_LIST_PIDFD lists one process's VMs as LIST_VMS does, and a
  *    pidfd names a process for good: after its pid is reused (forced with
- *    ns_last_pid in a pid namespace of our own), asking by pid reaches the
+ *    clone3()'s set_tid in a pid namespace of our own), asking by pid reaches the
  *    newcomer's VM, asking by the old pidfd reaches nothing (ESRCH).
  *  - LIST_VMS lists a VM once even when other processes share its
  *    creator's address space: a vfork() child (what posix_spawn makes)
@@ -22,6 +22,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <sys/ioctl.h>
+#include <linux/sched.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -146,18 +147,6 @@ static void check_list_pidfd(void)
 
 /* ---- pid reuse ---- */
 
-static int write_file(const char *path, const char *text)
-{
-	int fd = open(path, O_WRONLY | O_CLOEXEC), r = 0;
-
-	if (fd < 0)
-		return -errno;
-	if (write(fd, text, strlen(text)) < 0)
-		r = -errno;
-	close(fd);
-	return r;
-}
-
 /*
  * A VMM whose VM ends up at fd @want_fd: tells @sock its creator tid, then
  * waits to be killed.
@@ -175,21 +164,30 @@ static void reuse_vmm(int sock, int want_fd)
 	_exit(0);
 }
 
-static pid_t start_reuse_vmm(int want_fd, pid_t *tid)
+/*
+ * Start a reuse_vmm() child, with pid @want if non-zero: clone3()'s
+ * set_tid, which a pid namespace's init may use for its own namespace.
+ */
+static pid_t start_reuse_vmm(int want_fd, pid_t want, pid_t *tid)
 {
+	struct clone_args args = { .exit_signal = SIGCHLD };
 	int sv[2];
 	pid_t p;
 
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv))
 		return -1;
+	if (want) {
+		args.set_tid = (uintptr_t)&want;
+		args.set_tid_size = 1;
+	}
 	fflush(stdout);
-	p = fork();
+	p = syscall(SYS_clone3, &args, sizeof(args));
 	if (!p) {
 		close(sv[0]);
 		reuse_vmm(sv[1], want_fd);
 	}
 	close(sv[1]);
-	if (read(sv[0], tid, sizeof(*tid)) != sizeof(*tid))
+	if (p > 0 && read(sv[0], tid, sizeof(*tid)) != sizeof(*tid))
 		p = -1;
 	close(sv[0]);
 	return p;
@@ -223,9 +221,8 @@ static int pid_reuse_ns_init(void)
 	char id_a[64], id_b[64], got[64];
 	pid_t a, b, tid;
 	int pfd_a, pfd_b, fd;
-	char num[16];
 
-	a = start_reuse_vmm(100, &tid);
+	a = start_reuse_vmm(100, 0, &tid);
 	if (a < 0)
 		return 10;
 	pfd_a = pidfd_open_or_fail(a);
@@ -235,10 +232,7 @@ static int pid_reuse_ns_init(void)
 
 	kill(a, SIGKILL);
 	waitpid(a, NULL, 0);
-	snprintf(num, sizeof(num), "%d", (int)a - 1);
-	if (write_file("/proc/sys/kernel/ns_last_pid", num))
-		return 11;
-	b = start_reuse_vmm(100, &tid);
+	b = start_reuse_vmm(100, a, &tid);
 	tap_check(b == a, "ns: VMM B got VMM A's pid %d (got %d)", (int)a,
 		  (int)b);
 	pfd_b = pidfd_open_or_fail(b);

@@ -46,11 +46,12 @@
  *	number needed; the contents of @vms are then unspecified.  The set of
  *	VMs changes at any time, so callers retry with a larger array.  The
  *	entries are written to @vms as processes are visited; the kernel keeps
- *	no copy, so there is no limit but @nr.
+ *	no copy of them, so there is no limit but @nr.
  *
- *	A process whose threads do not all share one address space and file
- *	table is seen through whichever of them still has one: a leader that
- *	is exiting before its other threads does not hide the process.  A VM
+ *	A process is seen through all its threads: its address space through
+ *	any thread that still has it, its file table through any that still
+ *	has one, so a leader exiting before its other threads (it drops its
+ *	address space before its files) does not hide the process.  A VM
  *	is listed once even where processes share its creator's address
  *	space: a vfork() child (posix_spawn) is not listed until it execs,
  *	and other sharers list a VM only if no process before them did.
