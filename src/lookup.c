@@ -331,10 +331,12 @@ struct kvmstats_scan {
 };
 
 /*
- * The VMs already listed by this call, by identity: a VM appears once even
- * when processes share its creator's address space without being one
- * thread group (clone(CLONE_VM) without CLONE_THREAD).  An open-addressing
- * set of pointers, grown outside the walk's spinlocks.
+ * The VMs already listed by this call, by identity: a VM appears once, at
+ * its creator's lowest fd for it, even when processes share its creator's
+ * address space without being one thread group (clone(CLONE_VM) without
+ * CLONE_THREAD).  An open-addressing set of pointers, grown outside the
+ * walk's spinlocks: linear in the fds walked, however many VMs a process
+ * holds.
  */
 struct kvmstats_seen {
 	const struct kvm **slot;
@@ -392,7 +394,6 @@ static int kvmstats_scan_fd(const void *ctx, struct file *file,
 {
 	struct kvmstats_scan *s = (struct kvmstats_scan *)ctx;
 	const struct kvm *kvm;
-	unsigned int i;
 
 	if (!kvmstats_is_vm_file(file))
 		return 0;
@@ -400,10 +401,10 @@ static int kvmstats_scan_fd(const void *ctx, struct file *file,
 	/* Listed under its creator only: not dups passed to others. */
 	if (!s->mm || kvm->mm != s->mm)
 		return 0;
-	/* Fds come in increasing order: the first one seen is the lowest. */
-	for (i = 0; i < s->nr; i++)
-		if (s->found[i].kvm == kvm)
-			return 0;
+	/*
+	 * Every VM fd is kept, dups included, in increasing fd order; the
+	 * lister keeps the first of each VM (the lowest fd), by hash.
+	 */
 	if (s->nr == s->room) {
 		s->overflow = true;
 		return 1;
@@ -495,7 +496,7 @@ static int kvmstats_list_process(struct kvmstats_lister *l,
 		if (ret < 0)
 			break;
 		if (!ret)
-			continue;	/* listed under another process */
+			continue;	/* a dup, or listed under another process */
 		ret = 0;
 		if (l->total < l->room &&
 		    copy_to_user(&l->uvms[l->total], &vm, sizeof(vm)))

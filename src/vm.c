@@ -34,9 +34,9 @@
  *
  * kvmstats_vm_lock (a mutex, never taken by readers) guards the table of
  * trackers, their file lists and the switch itself.  Trackers are torn
- * down by one work item, which needs no lock of ours while it unregisters
- * notifiers, so ->release (called by the mm code, which waits for it) may
- * always take the mutex.
+ * down by two work items, which need no lock of ours while they give back
+ * references and unregister notifiers, so ->release (called by the mm
+ * code, which waits for it) may always take the mutex.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -75,9 +75,12 @@ static DEFINE_MUTEX(kvmstats_vm_lock);
 static struct workqueue_struct *kvmstats_wq;
 static DEFINE_HASHTABLE(kvmstats_vms, 8);
 static LIST_HEAD(kvmstats_reap_list);
+static LIST_HEAD(kvmstats_unregister_list);
 
 static void kvmstats_reap(struct work_struct *work);
 static DECLARE_WORK(kvmstats_reap_work, kvmstats_reap);
+static void kvmstats_unregister(struct work_struct *work);
+static DECLARE_WORK(kvmstats_unregister_work, kvmstats_unregister);
 
 static struct kvmstats_tracker *kvmstats_vm_find(const struct kvm *kvm)
 {
@@ -134,7 +137,7 @@ static const struct mmu_notifier_ops kvmstats_mn_ops = {
 
 static void kvmstats_reap(struct work_struct *work)
 {
-	struct kvmstats_tracker *vm, *tmp;
+	struct kvmstats_tracker *vm;
 	LIST_HEAD(list);
 
 	mutex_lock(&kvmstats_vm_lock);
@@ -146,11 +149,6 @@ static void kvmstats_reap(struct work_struct *work)
 	/* Readers that loaded a live pointer before a freeze are done. */
 	synchronize_srcu(&kvmstats_srcu);
 
-	/*
-	 * The VM references go first, all of them: unregistering a notifier
-	 * waits for a grace period of the mm code's own, and after many VMMs
-	 * died at once that wait must not keep their VMs alive.
-	 */
 	list_for_each_entry(vm, &list, reap_node) {
 		if (vm->ref.kvm) {
 			kvmstats_vm_ref_put(&vm->ref);
@@ -158,6 +156,28 @@ static void kvmstats_reap(struct work_struct *work)
 			atomic_dec(&kvmstats_live_vms);
 		}
 	}
+
+	/*
+	 * Unregistering a notifier waits for a grace period of the mm code's
+	 * own, one tracker at a time.  That is the other work item's job, so
+	 * that VMs given up while it runs are given back without waiting
+	 * behind it.
+	 */
+	mutex_lock(&kvmstats_vm_lock);
+	list_splice_tail(&list, &kvmstats_unregister_list);
+	mutex_unlock(&kvmstats_vm_lock);
+	queue_work(kvmstats_wq, &kvmstats_unregister_work);
+}
+
+static void kvmstats_unregister(struct work_struct *work)
+{
+	struct kvmstats_tracker *vm, *tmp;
+	LIST_HEAD(list);
+
+	mutex_lock(&kvmstats_vm_lock);
+	list_splice_init(&kvmstats_unregister_list, &list);
+	mutex_unlock(&kvmstats_vm_lock);
+
 	list_for_each_entry_safe(vm, tmp, &list, reap_node) {
 		if (vm->registered)
 			mmu_notifier_unregister(&vm->mn, vm->mn.mm);
@@ -264,9 +284,11 @@ int kvmstats_vm_init(void)
 	return kvmstats_wq ? 0 : -ENOMEM;
 }
 
-/* Module exit: every file is gone; wait for the reaper's last run. */
+/* Module exit: every file is gone; wait for the work items' last runs. */
 void kvmstats_vm_exit(void)
 {
+	/* The reaper queues the unregistering: flush it first. */
+	flush_work(&kvmstats_reap_work);
 	destroy_workqueue(kvmstats_wq);
 	WARN_ON(!hash_empty(kvmstats_vms));
 }
