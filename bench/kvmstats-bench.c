@@ -81,6 +81,8 @@ static int devfd; /* /dev/kvmstats */
 static pid_t main_pid;
 static int kvmfd; /* /dev/kvm */
 
+static void settle(void);
+
 /* ------------------------------------------------------------------ */
 /* small helpers */
 
@@ -1586,6 +1588,29 @@ static double wait_live_vms(long want)
 	return (now_ns() - t0) / 1e6;
 }
 
+/*
+ * Before a measurement: the tool runs just before opened and closed the
+ * files of every VM, and kvmstats gives those VMs back from a work item;
+ * wait until it holds only the VMs whose files we keep open, so that its
+ * work does not run beside the measurement.
+ */
+static void settle(void)
+{
+	uint64_t t0 = now_ns();
+	double ms;
+
+	if (live_vms() < 0)
+		return;
+	ms = wait_live_vms(nr_vms);
+	if (ms < 0)
+		printf("# kvmstats still holds %ld VMs (we hold %d) after 120 s\n",
+		       live_vms(), nr_vms);
+	else if (now_ns() - t0 > 10000000)
+		printf("# waited %.0f ms for kvmstats to give back the VMs of the tool runs\n",
+		       ms);
+	usleep(200000); /* and its notifiers' unregistering */
+}
+
 static void bench_release(void)
 {
 	int i, j, from = 0, fd;
@@ -2331,6 +2356,7 @@ int main(int argc, char **argv)
 		if (quick && k == 4)
 			continue;
 		grow_vms(k);
+		settle();
 		measure_list_level(k);
 		if (list_only)
 			continue;
@@ -2338,6 +2364,7 @@ int main(int argc, char **argv)
 		if (is_tool_size(k))
 			bench_tool(k);
 	}
+	settle();
 	if (!list_only)
 		bench_growth();
 	bench_list();
