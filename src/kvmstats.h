@@ -73,16 +73,18 @@ struct kvmstats_tracker;
  * A stats file.  @data is what reads copy from: the live &kvm->stat or
  * &vcpu->stat while the VM's creator lives, @frozen once its address space
  * is gone (vm.c).  Readers load @data under kvmstats_srcu; @frozen and @id
- * live as long as the file.
+ * live as long as the file.  @frozen is allocated with the file but apart
+ * from it, so that the small part a read touches packs densely: a sweep of
+ * thousands of files then touches fewer pages.
  */
 struct kvmstats_file {
 	const struct kvmstats_layout *layout;
 	const void __rcu *data;
 	const void *live;
+	u64 *frozen;			/* layout->data_size bytes */
 	struct kvmstats_tracker *vm;	/* NULL when frozen; under kvmstats_vm_lock */
 	struct list_head vm_node;	/* in vm->files */
 	char id[KVM_STATS_NAME_SIZE];
-	u64 frozen[];			/* layout->data_size bytes */
 };
 
 extern struct srcu_struct kvmstats_srcu;

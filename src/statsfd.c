@@ -21,7 +21,6 @@
 #include <linux/fsnotify.h>
 #include <linux/minmax.h>
 #include <linux/module.h>
-#include <linux/overflow.h>
 #include <linux/sched/xacct.h>
 #include <linux/slab.h>
 #include <linux/uaccess.h>
@@ -32,23 +31,38 @@ atomic_t kvmstats_live_files = ATOMIC_INIT(0);
 
 /*
  * Copy @len bytes at @off of @sf's data block to @ubuf.  The data pointer
- * is loaded under kvmstats_srcu, but the copy to user memory must not be
- * made under it: a reader whose buffer faults can sleep for as long as it
- * likes (userfaultfd, FUSE, slow storage), and a freeze waits for every
- * reader that may still use a live pointer before it gives the VM back.
- * So each chunk goes through a small bounce buffer on the stack, copied
- * under SRCU with plain loads, then to the user with nothing held.  A
- * freeze between two chunks is harmless: the frozen copy holds the values
- * the live block had at that moment.
+ * is loaded under kvmstats_srcu, and nothing that can sleep may happen under
+ * it: a reader whose buffer faults could sleep for as long as it likes
+ * (userfaultfd, FUSE, slow storage), and a freeze waits for every reader
+ * that may still use a live pointer before it gives the VM back.  So the
+ * copy to user memory is made with page faults disabled: a buffer that is
+ * mapped and writable (the usual case) takes it in one go; what faults goes
+ * through a small bounce buffer on the stack, filled under SRCU with plain
+ * loads and copied to the user with nothing held.  A freeze between two
+ * chunks is harmless: the frozen copy holds the values the live block had at
+ * that moment.
  */
 static int kvmstats_copy_data(const struct kvmstats_file *sf,
 			      char __user *ubuf, size_t off, size_t len)
 {
 	u64 bounce[32];
+	unsigned long left;
 	size_t n;
 	int idx;
 
-	for (; len; off += n, ubuf += n, len -= n) {
+	if (!access_ok(ubuf, len))
+		return -EFAULT;
+	idx = srcu_read_lock(&kvmstats_srcu);
+	pagefault_disable();
+	left = __copy_to_user_inatomic(ubuf,
+				       srcu_dereference(sf->data, &kvmstats_srcu) + off,
+				       len);
+	pagefault_enable();
+	srcu_read_unlock(&kvmstats_srcu, idx);
+
+	off += len - left;
+	ubuf += len - left;
+	for (len = left; len; off += n, ubuf += n, len -= n) {
 		n = min(len, sizeof(bounce));
 		idx = srcu_read_lock(&kvmstats_srcu);
 		memcpy(bounce, srcu_dereference(sf->data, &kvmstats_srcu) + off,
@@ -120,13 +134,20 @@ static ssize_t kvmstats_file_read(struct file *file, char __user *buf,
 	return kvmstats_copy(file->private_data, buf, size, pos);
 }
 
+static void kvmstats_file_free(struct kvmstats_file *sf)
+{
+	if (sf)
+		kfree(sf->frozen);
+	kfree(sf);
+}
+
 static int kvmstats_file_release(struct inode *inode, struct file *file)
 {
 	struct kvmstats_file *sf = file->private_data;
 
 	pr_debug("released a stats file of %s\n", sf->id);
 	kvmstats_vm_detach(sf);
-	kfree(sf);
+	kvmstats_file_free(sf);
 	atomic_dec(&kvmstats_live_files);
 	return 0;
 }
@@ -190,9 +211,11 @@ int kvmstats_stats_fd(struct kvmstats_vm_ref *ref, int vcpu)
 		goto err_put;
 	}
 
-	sf = kzalloc(struct_size(sf, frozen, l->data_size / sizeof(u64)),
-		     GFP_KERNEL_ACCOUNT);
-	if (!sf) {
+	sf = kzalloc(sizeof(*sf), GFP_KERNEL_ACCOUNT);
+	if (sf)
+		sf->frozen = kmalloc(l->data_size, GFP_KERNEL_ACCOUNT);
+	if (!sf || !sf->frozen) {
+		kvmstats_file_free(sf);
 		ret = -ENOMEM;
 		goto err_put;
 	}
@@ -203,7 +226,7 @@ int kvmstats_stats_fd(struct kvmstats_vm_ref *ref, int vcpu)
 
 	ret = kvmstats_vm_attach(sf, ref);
 	if (ret) {
-		kfree(sf);
+		kvmstats_file_free(sf);
 		goto err_put;
 	}
 	/* From here on @ref belongs to the tracker (or was given back). */
@@ -227,7 +250,7 @@ int kvmstats_stats_fd(struct kvmstats_vm_ref *ref, int vcpu)
 
 err_detach:
 	kvmstats_vm_detach(sf);
-	kfree(sf);
+	kvmstats_file_free(sf);
 	return ret;
 err_put:
 	kvmstats_vm_ref_put(ref);

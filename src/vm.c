@@ -29,8 +29,9 @@
  * under kvmstats_srcu, whose read side is a per-CPU counter, and copies
  * from it.  The switch is a pointer store; the references go only after
  * synchronize_srcu(), when no reader can still hold the old pointer.
- * Readers never sleep under it (statsfd.c copies through a bounce buffer),
- * so no reader, however slow its buffer, can hold a dead VM back.
+ * Readers never sleep under it (statsfd.c copies with page faults disabled,
+ * and through a bounce buffer what faults), so no reader, however slow its
+ * buffer, can hold a dead VM back.
  *
  * kvmstats_vm_lock (a mutex, never taken by readers) guards the table of
  * trackers, their file lists and the switch itself.  Trackers are torn
