@@ -5,7 +5,7 @@
 #include <linux/atomic.h>
 #include <linux/fs.h>
 #include <linux/kvm_host.h>
-#include <linux/srcu.h>
+#include <linux/rcupdate.h>
 #include <uapi/linux/kvmstats.h>
 
 #include "compat.h"
@@ -72,7 +72,7 @@ struct kvmstats_tracker;
 /*
  * A stats file.  @data is what reads copy from: the live &kvm->stat or
  * &vcpu->stat while the VM's creator lives, @frozen once its address space
- * is gone (vm.c).  Readers load @data under kvmstats_srcu; @frozen and @id
+ * is gone (vm.c).  Readers load @data under rcu_read_lock(); @frozen and @id
  * live as long as the file.  @frozen is allocated with the file but apart
  * from it, so that the small part a read touches packs densely: a sweep of
  * thousands of files then touches fewer pages.
@@ -87,7 +87,6 @@ struct kvmstats_file {
 	char id[KVM_STATS_NAME_SIZE];
 };
 
-extern struct srcu_struct kvmstats_srcu;
 extern atomic_t kvmstats_live_files;
 extern atomic_t kvmstats_live_vms;
 

@@ -7,12 +7,11 @@
  * points: the live struct kvm / struct kvm_vcpu statistics while the VM's
  * creator lives, the file's own frozen copy after (vm.c).  Like KVM's own
  * stats fd it takes no lock, allocates nothing and never waits for the VM
- * or its vCPUs; the pointer is loaded under kvmstats_srcu, whose read side
- * is a per-CPU counter, so that a freeze can tell when no reader uses the
- * live data any more; nothing that can sleep happens under it.  While the
- * data pointer is live, the file's tracker holds a VM reference, and KVM
- * frees a VM and its vCPUs only when the last reference goes
- * (kvm_destroy_vm()); vCPUs are never freed alone.
+ * or its vCPUs; the pointer is loaded in an RCU read-side section, so that
+ * a freeze can tell when no reader uses the live data any more, and nothing
+ * in that section sleeps.  While the data pointer is live, the file's
+ * tracker holds a VM reference, and KVM frees a VM and its vCPUs only when
+ * the last reference goes (kvm_destroy_vm()); vCPUs are never freed alone.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -31,16 +30,16 @@ atomic_t kvmstats_live_files = ATOMIC_INIT(0);
 
 /*
  * Copy @len bytes at @off of @sf's data block to @ubuf.  The data pointer
- * is loaded under kvmstats_srcu, and nothing that can sleep may happen under
- * it: a reader whose buffer faults could sleep for as long as it likes
- * (userfaultfd, FUSE, slow storage), and a freeze waits for every reader
+ * is only good inside an RCU read-side section, where nothing may sleep:
+ * and a reader whose buffer faults could sleep for as long as it likes
+ * (userfaultfd, FUSE, slow storage) while a freeze waits for every reader
  * that may still use a live pointer before it gives the VM back.  So the
  * copy to user memory is made with page faults disabled: a buffer that is
- * mapped and writable (the usual case) takes it in one go; what faults goes
- * through a small bounce buffer on the stack, filled under SRCU with plain
- * loads and copied to the user with nothing held.  A freeze between two
- * chunks is harmless: the frozen copy holds the values the live block had at
- * that moment.
+ * mapped and writable (the usual case) takes it in one go, as KVM's own
+ * read does; what faults goes through a small bounce buffer on the stack,
+ * filled inside the section with plain loads and copied to the user
+ * outside it.  A freeze between two chunks is harmless: the frozen copy
+ * holds the values the live block had at that moment.
  */
 static int kvmstats_copy_data(const struct kvmstats_file *sf,
 			      char __user *ubuf, size_t off, size_t len)
@@ -48,26 +47,23 @@ static int kvmstats_copy_data(const struct kvmstats_file *sf,
 	u64 bounce[32];
 	unsigned long left;
 	size_t n;
-	int idx;
 
 	if (!access_ok(ubuf, len))
 		return -EFAULT;
-	idx = srcu_read_lock(&kvmstats_srcu);
+	rcu_read_lock();
 	pagefault_disable();
-	left = __copy_to_user_inatomic(ubuf,
-				       srcu_dereference(sf->data, &kvmstats_srcu) + off,
+	left = __copy_to_user_inatomic(ubuf, rcu_dereference(sf->data) + off,
 				       len);
 	pagefault_enable();
-	srcu_read_unlock(&kvmstats_srcu, idx);
+	rcu_read_unlock();
 
 	off += len - left;
 	ubuf += len - left;
 	for (len = left; len; off += n, ubuf += n, len -= n) {
 		n = min(len, sizeof(bounce));
-		idx = srcu_read_lock(&kvmstats_srcu);
-		memcpy(bounce, srcu_dereference(sf->data, &kvmstats_srcu) + off,
-		       n);
-		srcu_read_unlock(&kvmstats_srcu, idx);
+		rcu_read_lock();
+		memcpy(bounce, rcu_dereference(sf->data) + off, n);
+		rcu_read_unlock();
 		if (copy_to_user(ubuf, bounce, n))
 			return -EFAULT;
 	}

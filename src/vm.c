@@ -25,13 +25,12 @@
  *     runs before KVM's own notifier for that VM flushes the VM's MMU: the
  *     frozen values are those the VMM's last moment left.
  *
- * The read path takes no lock: a reader loads the file's data pointer
- * under kvmstats_srcu, whose read side is a per-CPU counter, and copies
- * from it.  The switch is a pointer store; the references go only after
- * synchronize_srcu(), when no reader can still hold the old pointer.
- * Readers never sleep under it (statsfd.c copies with page faults disabled,
- * and through a bounce buffer what faults), so no reader, however slow its
- * buffer, can hold a dead VM back.
+ * The read path takes no lock: a reader loads the file's data pointer in
+ * an RCU read-side section and copies from it with page faults disabled
+ * (statsfd.c), so nothing in the section sleeps.  The switch is a pointer
+ * store; the references go only after synchronize_rcu(), when no reader
+ * can still hold the old pointer, and no reader, however slow its buffer,
+ * can hold a dead VM back.
  *
  * kvmstats_vm_lock (a mutex, never taken by readers) guards the table of
  * trackers, their file lists and the switch itself.  Trackers are torn
@@ -51,7 +50,6 @@
 
 #include "kvmstats.h"
 
-DEFINE_SRCU(kvmstats_srcu);
 atomic_t kvmstats_live_vms = ATOMIC_INIT(0);
 
 enum kvmstats_vm_state {
@@ -148,7 +146,7 @@ static void kvmstats_reap(struct work_struct *work)
 		return;
 
 	/* Readers that loaded a live pointer before a freeze are done. */
-	synchronize_srcu(&kvmstats_srcu);
+	synchronize_rcu();
 
 	list_for_each_entry(vm, &list, reap_node) {
 		if (vm->ref.kvm) {
