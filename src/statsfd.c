@@ -30,9 +30,9 @@ atomic_t kvmstats_live_files = ATOMIC_INIT(0);
 
 /*
  * Copy @len bytes at @off of @sf's data block to @ubuf.  The data pointer
- * is only good inside an RCU read-side section, where nothing may sleep:
- * and a reader whose buffer faults could sleep for as long as it likes
- * (userfaultfd, FUSE, slow storage) while a freeze waits for every reader
+ * is only good inside an RCU read-side section, where nothing may sleep;
+ * besides, a reader whose buffer faults could sleep for as long as it likes
+ * (userfaultfd, FUSE, slow storage), and a freeze waits for every reader
  * that may still use a live pointer before it gives the VM back.  So the
  * copy to user memory is made with page faults disabled: a buffer that is
  * mapped and writable (the usual case) takes it in one go, as KVM's own
