@@ -24,6 +24,12 @@
  *   - A tracker is registered after its VM was created, so its ->release
  *     runs before KVM's own notifier for that VM flushes the VM's MMU: the
  *     frozen values are those the VMM's last moment left.
+ *   - A VMM can also let a VM go and live on: close every fd of it (VM,
+ *     vCPUs, KVM's own stats fds, ...), each of which holds a VM reference.
+ *     Then the tracker's reference is the VM's last, nothing can reach the
+ *     VM to run it again, and nothing tells us: KVM has no hook for it.  So
+ *     while any VM is tracked, a deferrable work item looks once a second
+ *     for VMs whose only reference is ours, and freezes them the same way.
  *
  * The read path takes no lock: a reader loads the file's data pointer in
  * an RCU read-side section and copies from it with page faults disabled
@@ -80,6 +86,11 @@ static void kvmstats_reap(struct work_struct *work);
 static DECLARE_WORK(kvmstats_reap_work, kvmstats_reap);
 static void kvmstats_unregister(struct work_struct *work);
 static DECLARE_WORK(kvmstats_unregister_work, kvmstats_unregister);
+static void kvmstats_orphans(struct work_struct *work);
+static DECLARE_DEFERRABLE_WORK(kvmstats_orphans_work, kvmstats_orphans);
+
+/* How often a VM that only kvmstats still holds is looked for. */
+#define KVMSTATS_ORPHAN_PERIOD	HZ
 
 static struct kvmstats_tracker *kvmstats_vm_find(const struct kvm *kvm)
 {
@@ -111,22 +122,56 @@ static void kvmstats_freeze_file(struct kvmstats_file *sf)
 	sf->vm = NULL;
 }
 
-/* The creator's address space is going: freeze every file of the VM. */
+/* The VM can never run again: freeze every file of it, let it go. */
+static void kvmstats_vm_freeze(struct kvmstats_tracker *vm, const char *why)
+{
+	struct kvmstats_file *sf, *tmp;
+
+	lockdep_assert_held(&kvmstats_vm_lock);
+	list_for_each_entry_safe(sf, tmp, &vm->files, vm_node) {
+		list_del(&sf->vm_node);
+		kvmstats_freeze_file(sf);
+	}
+	pr_debug("froze the statistics of %s (%s)\n", vm->ref.kvm->stats_id,
+		 why);
+	kvmstats_vm_reap(vm);
+}
+
+/* The creator's address space is going. */
 static void kvmstats_mn_release(struct mmu_notifier *mn, struct mm_struct *mm)
 {
 	struct kvmstats_tracker *vm = container_of(mn, struct kvmstats_tracker, mn);
-	struct kvmstats_file *sf, *tmp;
 
 	mutex_lock(&kvmstats_vm_lock);
 	vm->released = true;
-	if (vm->state == KVMSTATS_VM_LIVE) {
-		list_for_each_entry_safe(sf, tmp, &vm->files, vm_node) {
-			list_del(&sf->vm_node);
-			kvmstats_freeze_file(sf);
-		}
-		kvmstats_vm_reap(vm);
-		pr_debug("froze the statistics of %s\n", vm->ref.kvm->stats_id);
-	}
+	if (vm->state == KVMSTATS_VM_LIVE)
+		kvmstats_vm_freeze(vm, "its creator's address space is gone");
+	mutex_unlock(&kvmstats_vm_lock);
+}
+
+/*
+ * Freeze the VMs whose only reference is the tracker's.  Every way to run
+ * a VM again goes through a file that holds a reference of its own (the
+ * VM file, a vCPU file, a guest_memfd, KVM's stats fds), and a new
+ * reference can only be taken from one of those, or by kvm_get_kvm_safe()
+ * from debugfs, which reads but cannot run the VM.  So a count of one,
+ * read without a lock, is final for the VM's statistics: freezing on it
+ * at worst races with a debugfs reader, which then reads live values that
+ * no longer change.
+ */
+static void kvmstats_orphans(struct work_struct *work)
+{
+	struct kvmstats_tracker *vm;
+	struct hlist_node *tmp;
+	unsigned int bkt;
+
+	mutex_lock(&kvmstats_vm_lock);
+	hash_for_each_safe(kvmstats_vms, bkt, tmp, vm, node)
+		if (refcount_read(&vm->ref.kvm->users_count) == 1)
+			kvmstats_vm_freeze(vm, "only kvmstats holds it");
+	if (!hash_empty(kvmstats_vms))
+		queue_delayed_work(kvmstats_wq, &kvmstats_orphans_work,
+				   KVMSTATS_ORPHAN_PERIOD);
 	mutex_unlock(&kvmstats_vm_lock);
 }
 
@@ -257,6 +302,9 @@ int kvmstats_vm_attach(struct kvmstats_file *sf, struct kvmstats_vm_ref *ref)
 	hash_add(kvmstats_vms, &new->node, (unsigned long)new->ref.kvm);
 	kvmstats_vm_add_file(new, sf);
 	atomic_inc(&kvmstats_live_vms);
+	/* Does nothing if it is already queued. */
+	queue_delayed_work(kvmstats_wq, &kvmstats_orphans_work,
+			   KVMSTATS_ORPHAN_PERIOD);
 	mutex_unlock(&kvmstats_vm_lock);
 	return 0;
 }
@@ -286,7 +334,8 @@ int kvmstats_vm_init(void)
 /* Module exit: every file is gone; wait for the work items' last runs. */
 void kvmstats_vm_exit(void)
 {
-	/* The reaper queues the unregistering: flush it first. */
+	/* Each queues the next: the orphan search, the reaper, unregistering. */
+	cancel_delayed_work_sync(&kvmstats_orphans_work);
 	flush_work(&kvmstats_reap_work);
 	destroy_workqueue(kvmstats_wq);
 	WARN_ON(!hash_empty(kvmstats_vms));

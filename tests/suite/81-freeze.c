@@ -32,6 +32,10 @@
  *    destroyed when the copy is closed.
  *  - A reader asleep in a page fault on its own buffer (userfaultfd) does
  *    not hold back the release of a dead VMM's VM.
+ *  - A VMM that closes every fd of a VM and lives on lets it go: while its
+ *    vCPU fds are open (the VM fd closed) the VM is live, after that KVM
+ *    destroys it within a few seconds and our fds read its last values;
+ *    the VMM and its other VM are untouched.
  */
 #include <fcntl.h>
 #include <poll.h>
@@ -206,6 +210,8 @@ enum {
 	FZ_LEADER_EXIT = 'l', /* ack, then the main thread exits alone */
 	FZ_EXEC = 'e',	      /* ack, then exec (--idle): new address space */
 	FZ_CLONE_VM = 'c', /* a: VM index: a clone(CLONE_VM) runs its vCPU 0 */
+	FZ_CLOSE_VM_FD = 'x', /* a: VM index: close the VM fd only */
+	FZ_FREE_VM = 'z',     /* a: VM index: stop its vCPUs, close every fd */
 };
 
 struct fz_cmd {
@@ -357,6 +363,14 @@ static void __attribute__((noreturn)) fz_child(int sock)
 			_exit(5);
 		case FZ_CLONE_VM:
 			ack = fz_child_clone_vm(vms[cmd.a]);
+			break;
+		case FZ_CLOSE_VM_FD:
+			ack = close(vms[cmd.a]->fd);
+			vms[cmd.a]->fd = -1;
+			break;
+		case FZ_FREE_VM:
+			vm_free(vms[cmd.a]);
+			vms[cmd.a] = NULL;
 			break;
 		case FZ_EXEC:
 			if (write(sock, &ack, sizeof(ack)) != sizeof(ack))
@@ -948,6 +962,74 @@ static void check_stalled_reader(void)
 	close(uffd);
 }
 
+/*
+ * A VMM that lets a VM go and lives on: the VM fd closed first (the vCPU
+ * fds keep the VM, which keeps running), then everything.  Its other VM,
+ * whose fds it keeps, stays live.
+ */
+static void check_vmm_lets_go(void)
+{
+	static struct files f, g;
+	struct fz_vmm v;
+	struct fz_vm *vm, *keep;
+	uint64_t x, y;
+	char s;
+	long lv;
+	int n;
+
+	fz_start(&v);
+	vm = fz_new_vm(&v, 2, 41);
+	keep = fz_new_vm(&v, 1, 61);
+	files_open(&f, v.pid, vm->info.vm_fd, 2);
+	files_open(&g, v.pid, keep->info.vm_fd, 1);
+	files_snapshot(&f);
+	files_vs_native(&f, vm->native, "VMM lets a VM go: before");
+	fz_close_copies(vm);
+	fz_close_copies(keep);
+	fz_cmd(&v, FZ_IO_LOOP, 0, 0);
+	n = fz_cmd(&v, FZ_CLOSE_VM_FD, 0, 0);
+	tap_check(n == 0, "VMM lets a VM go: it closed the VM fd (%d)", n);
+
+	/* Longer than two periods of the module's search for such VMs. */
+	msleep(2500);
+	x = stats_read_stat(f.fd[1], "io_exits");
+	y = stats_wait_above(f.fd[1], "io_exits", x, 5000);
+	tap_check(y > x,
+		  "VM fd closed, vCPU fds open and running: io_exits keeps "
+		  "growing (%llu -> %llu)",
+		  (unsigned long long)x, (unsigned long long)y);
+	tap_eq(kvmstats_live_vms(), base_vms + 2,
+	       "VM fd closed: kvmstats still holds both VMs");
+
+	fz_cmd(&v, FZ_FREE_VM, 0, 0);
+	/* Its vCPUs are stopped and every fd closed: the values are final. */
+	files_snapshot(&f);
+	n = kvm_uevent_wait(uev, "destroy", vm->info.creator_tid, 1, UEVENT_MS);
+	tap_check(n == 1,
+		  "VMM closed every fd of the VM: KVM destroyed it (uevent "
+		  "EVENT=destroy: %d of 1 within %d s)",
+		  n, UEVENT_MS / 1000);
+	lv = kvmstats_wait_live_vms(base_vms + 1, SETTLE_MS);
+	tap_check(lv == base_vms + 1,
+		  "and kvmstats holds only the VMM's other VM (live_vms %ld)",
+		  lv);
+	files_read_a(&f, FROZEN_RDS, "VMM let the VM go: our fds");
+	s = proc_state(v.pid);
+	tap_check(s && s != 'Z', "the VMM lives on (state %c)", s ? s : '?');
+
+	x = stats_read_stat(g.fd[1], "io_exits");
+	fz_cmd(&v, FZ_IO_LOOP, 1, 0);
+	y = stats_wait_above(g.fd[1], "io_exits", x, 5000);
+	tap_check(y > x, "its other VM is live: io_exits grows (%llu -> %llu)",
+		  (unsigned long long)x, (unsigned long long)y);
+
+	fz_kill(&v);
+	check_released(keep->info.creator_tid, 1,
+		       "VMM that let a VM go, SIGKILLed");
+	files_close(&f);
+	files_close(&g);
+}
+
 int main(int argc, char **argv)
 {
 	long live, settled;
@@ -984,6 +1066,7 @@ int main(int argc, char **argv)
 	check_late_fd();
 	check_kill_and_unload();
 	check_stalled_reader();
+	check_vmm_lets_go();
 
 	tap_eq(rel_live_files(), live, "live_files back to %ld at the end",
 	       live);

@@ -201,8 +201,11 @@
  *	the VM and its vCPUs then serves a copy of the final values, taken
  *	before KVM's own teardown of the VM's MMU, and the module gives its
  *	references back at once, so the VM is destroyed as soon as nothing
- *	else holds it.  Reads keep working and the values stay frozen.  While
- *	any stats fd is open, kvmstats itself cannot be unloaded.
+ *	else holds it.  The same happens, within about a second, to a VM
+ *	whose process lives on but has closed every fd of it (VM, vCPUs,
+ *	KVM's own stats fds), so that only kvmstats still holds it.  Reads
+ *	keep working and the values stay frozen.  While any stats fd is
+ *	open, kvmstats itself cannot be unloaded.
  */
 #ifndef _UAPI_LINUX_KVMSTATS_H
 #define _UAPI_LINUX_KVMSTATS_H
