@@ -105,65 +105,85 @@ static int kvmstats_find_object(const struct mod_kallsyms *ks, const char *name,
 	return 0;
 }
 
-/* Copy the header @hname and the descriptors @dname into @t. */
-static int kvmstats_copy_table(const struct mod_kallsyms *ks, const char *hname,
-			       const char *dname, struct kvmstats_ktable *t)
-{
+/* A data object of kvm's, found in its symbol table. */
+struct kvmstats_kobj {
+	const char *name;
 	const void *addr;
 	size_t size;
-	int ret;
+};
 
-	ret = kvmstats_find_object(ks, hname, &addr, &size);
-	if (ret)
-		return ret;
-	if (size != sizeof(t->header)) {
-		pr_err("kvm's %s is %zu bytes, not %zu\n", hname, size,
+enum {
+	KVMSTATS_VM_HEADER,
+	KVMSTATS_VM_DESC,
+	KVMSTATS_VCPU_HEADER,
+	KVMSTATS_VCPU_DESC,
+	KVMSTATS_VM_FOPS,
+	KVMSTATS_NR_KOBJS,
+};
+
+/* Copy the header @h and the descriptors @d into @t. */
+static int kvmstats_copy_table(const struct kvmstats_kobj *h,
+			       const struct kvmstats_kobj *d,
+			       struct kvmstats_ktable *t)
+{
+	if (h->size != sizeof(t->header)) {
+		pr_err("kvm's %s is %zu bytes, not %zu\n", h->name, h->size,
 		       sizeof(t->header));
 		return -EINVAL;
 	}
-	memcpy(&t->header, addr, size);
-
-	ret = kvmstats_find_object(ks, dname, &addr, &size);
-	if (ret)
-		return ret;
-	t->desc = kmemdup(addr, size, GFP_ATOMIC);
+	memcpy(&t->header, h->addr, h->size);
+	t->desc = kmemdup(d->addr, d->size, GFP_KERNEL);
 	if (!t->desc)
 		return -ENOMEM;
-	t->desc_size = size;
+	t->desc_size = d->size;
 	return 0;
 }
 
 static int kvmstats_read_kvm(struct module *kvm, struct kvmstats_ktable *vm,
 			     struct kvmstats_ktable *vcpu)
 {
+	struct kvmstats_kobj o[KVMSTATS_NR_KOBJS] = {
+		[KVMSTATS_VM_HEADER] = { .name = "kvm_vm_stats_header" },
+		[KVMSTATS_VM_DESC] = { .name = "kvm_vm_stats_desc" },
+		[KVMSTATS_VCPU_HEADER] = { .name = "kvm_vcpu_stats_header" },
+		[KVMSTATS_VCPU_DESC] = { .name = "kvm_vcpu_stats_desc" },
+		[KVMSTATS_VM_FOPS] = { .name = "kvm_vm_fops" },
+	};
 	const struct file_operations *fops;
 	const struct mod_kallsyms *ks;
-	const void *addr;
-	size_t size;
-	int ret;
+	int i, ret = 0;
 
 	/*
 	 * The symbol table of a live module does not change, but it is
-	 * published under RCU (RCU-sched before 6.15): hold both.
+	 * published under RCU (RCU-sched before 6.15): hold both while
+	 * looking in it, and nothing more.  The objects themselves are kvm's
+	 * and stay while kvm does: they are copied after, where allocating
+	 * may sleep (GFP_ATOMIC would not make it legal here on PREEMPT_RT,
+	 * whose slab locks sleep).
 	 */
 	rcu_read_lock();
 	preempt_disable();
 	ks = rcu_dereference_sched(kvm->kallsyms);
-	ret = kvmstats_copy_table(ks, "kvm_vm_stats_header",
-				  "kvm_vm_stats_desc", vm);
-	if (!ret)
-		ret = kvmstats_copy_table(ks, "kvm_vcpu_stats_header",
-					  "kvm_vcpu_stats_desc", vcpu);
-	if (!ret)
-		ret = kvmstats_find_object(ks, "kvm_vm_fops", &addr, &size);
+	for (i = 0; i < KVMSTATS_NR_KOBJS && !ret; i++)
+		ret = kvmstats_find_object(ks, o[i].name, &o[i].addr,
+					   &o[i].size);
 	preempt_enable();
 	rcu_read_unlock();
 	if (ret)
 		return ret;
 
+	ret = kvmstats_copy_table(&o[KVMSTATS_VM_HEADER],
+				  &o[KVMSTATS_VM_DESC], vm);
+	if (!ret)
+		ret = kvmstats_copy_table(&o[KVMSTATS_VCPU_HEADER],
+					  &o[KVMSTATS_VCPU_DESC], vcpu);
+	if (ret)
+		return ret;
+
 	/* File operations, whose llseek is the one KVM uses. */
-	fops = addr;
-	if (size != sizeof(*fops) || fops->llseek != noop_llseek) {
+	fops = o[KVMSTATS_VM_FOPS].addr;
+	if (o[KVMSTATS_VM_FOPS].size != sizeof(*fops) ||
+	    fops->llseek != noop_llseek) {
 		pr_err("kvm's kvm_vm_fops is not the VM file operations\n");
 		return -EINVAL;
 	}

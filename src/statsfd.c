@@ -327,6 +327,8 @@ long kvmstats_read_batch(struct kvmstats_read_batch __user *ubatch)
 			return -EFAULT;
 		if (put_user(kvmstats_read_op(&op), &uops[i].result))
 			return -EFAULT;
+		/* Up to 4096 ops: let others run on a kernel without preemption. */
+		cond_resched();
 	}
 	return 0;
 }

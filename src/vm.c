@@ -267,11 +267,13 @@ int kvmstats_vm_attach(struct kvmstats_file *sf, struct kvmstats_vm_ref *ref)
 
 	/*
 	 * Registering needs a user of the mm; with none left, the creator
-	 * is gone.  The mmput() may be the last and run ->release itself.
+	 * is gone.  Our user may be the last (the VMM exiting meanwhile):
+	 * then the address space is torn down, and ->release run, by a work
+	 * item rather than in this ioctl.
 	 */
 	if (mmget_not_zero(mm)) {
 		ret = mmu_notifier_register(&new->mn, mm);
-		mmput(mm);
+		mmput_async(mm);
 		if (ret) {
 			kfree(new);
 			return ret;
