@@ -334,12 +334,27 @@ struct kvmstats_scan {
  * The VMs already listed by this call, by identity: a VM appears once, at
  * its creator's lowest fd for it, even when processes share its creator's
  * address space without being one thread group (clone(CLONE_VM) without
- * CLONE_THREAD).  An open-addressing set of pointers, grown outside the
- * walk's spinlocks: linear in the fds walked, however many VMs a process
- * holds.
+ * CLONE_THREAD).  An open-addressing set of (VM, address space) pairs,
+ * grown outside the walk's spinlocks: linear in the fds walked, however
+ * many VMs a process holds.
+ *
+ * Nothing pins a listed VM between processes: it may be destroyed and a
+ * new VM allocated at its address before the walk is over.  Each entry
+ * therefore pins its address space (mmgrab(), dropped when the call ends),
+ * so that no other address space can take that address during the call,
+ * and a VM is a duplicate only if it has the same address and the same
+ * address space as one listed.  A new VM of another process is never taken
+ * for an old one; only a process that shares the address space of an
+ * earlier one and creates a VM where one of that space's VMs was freed,
+ * both within one call, could be missed by that call.
  */
+struct kvmstats_seen_vm {
+	const struct kvm *kvm;	/* identity only: never dereferenced */
+	struct mm_struct *mm;	/* pinned while in the set */
+};
+
 struct kvmstats_seen {
-	const struct kvm **slot;
+	struct kvmstats_seen_vm *slot;
 	unsigned int bits;
 	unsigned int nr;
 };
@@ -347,7 +362,7 @@ struct kvmstats_seen {
 static int kvmstats_seen_grow(struct kvmstats_seen *s)
 {
 	unsigned int bits = s->slot ? s->bits + 1 : 6;
-	const struct kvm **old = s->slot;
+	struct kvmstats_seen_vm *old = s->slot;
 	unsigned int i, size = 1U << s->bits;
 
 	s->slot = kvcalloc(1UL << bits, sizeof(*s->slot), GFP_KERNEL);
@@ -356,23 +371,22 @@ static int kvmstats_seen_grow(struct kvmstats_seen *s)
 		return -ENOMEM;
 	}
 	s->bits = bits;
-	s->nr = 0;
 	for (i = 0; old && i < size; i++) {
-		if (old[i]) {
-			unsigned long h = hash_ptr(old[i], bits);
+		if (old[i].kvm) {
+			unsigned long h = hash_ptr(old[i].kvm, bits);
 
-			while (s->slot[h])
+			while (s->slot[h].kvm)
 				h = (h + 1) & ((1UL << bits) - 1);
 			s->slot[h] = old[i];
-			s->nr++;
 		}
 	}
 	kvfree(old);
 	return 0;
 }
 
-/* Add @kvm to @s: 1 if it is new, 0 if it was there, or -ENOMEM. */
-static int kvmstats_seen_add(struct kvmstats_seen *s, const struct kvm *kvm)
+/* Add (@kvm, @mm) to @s: 1 if it is new, 0 if it was there, or -ENOMEM. */
+static int kvmstats_seen_add(struct kvmstats_seen *s, const struct kvm *kvm,
+			     struct mm_struct *mm)
 {
 	unsigned long h, mask;
 
@@ -381,12 +395,24 @@ static int kvmstats_seen_add(struct kvmstats_seen *s, const struct kvm *kvm)
 	    kvmstats_seen_grow(s))
 		return -ENOMEM;
 	mask = (1UL << s->bits) - 1;
-	for (h = hash_ptr(kvm, s->bits); s->slot[h]; h = (h + 1) & mask)
-		if (s->slot[h] == kvm)
+	for (h = hash_ptr(kvm, s->bits); s->slot[h].kvm; h = (h + 1) & mask)
+		if (s->slot[h].kvm == kvm && s->slot[h].mm == mm)
 			return 0;
-	s->slot[h] = kvm;
+	mmgrab(mm);
+	s->slot[h].kvm = kvm;
+	s->slot[h].mm = mm;
 	s->nr++;
 	return 1;
+}
+
+static void kvmstats_seen_fini(struct kvmstats_seen *s)
+{
+	unsigned int i;
+
+	for (i = 0; s->slot && i < 1U << s->bits; i++)
+		if (s->slot[i].kvm)
+			mmdrop(s->slot[i].mm);
+	kvfree(s->slot);
 }
 
 static int kvmstats_scan_fd(const void *ctx, struct file *file,
@@ -419,7 +445,8 @@ static int kvmstats_scan_fd(const void *ctx, struct file *file,
 /*
  * Collect the VMs created by process @task into @s, growing @s->found as
  * needed (the walk runs under spinlocks, so it restarts after growing).
- * -ESRCH if the process has exited.
+ * -ESRCH if the process has exited.  On success, @s->mm is the process's
+ * address space (or NULL), which the caller drops with mmdrop().
  */
 static int kvmstats_scan_process(struct task_struct *task,
 				 struct kvmstats_scan *s)
@@ -431,14 +458,15 @@ static int kvmstats_scan_process(struct task_struct *task,
 		s->overflow = false;
 		ret = kvmstats_iterate_process(task, 0, KVMSTATS_WALK_CREATORS,
 					       kvmstats_scan_fd, s, &s->mm);
+		if (ret != -ESRCH && !s->overflow)
+			return 0;
 		if (s->mm)
 			mmdrop(s->mm);
+		s->mm = NULL;
 		if (ret == -ESRCH) {
 			s->nr = 0;
 			return ret;	/* exited: it has no VMs to list */
 		}
-		if (!s->overflow)
-			return 0;
 
 		kvfree(s->found);
 		s->room *= 2;
@@ -473,7 +501,7 @@ static int kvmstats_lister_init(struct kvmstats_lister *l,
 static void kvmstats_lister_fini(struct kvmstats_lister *l)
 {
 	kvfree(l->scan.found);
-	kvfree(l->seen.slot);
+	kvmstats_seen_fini(&l->seen);
 }
 
 /* List the VMs of @task, whose pid in the caller's namespace is @nr. */
@@ -492,7 +520,8 @@ static int kvmstats_list_process(struct kvmstats_lister *l,
 			.nr_vcpus = f->nr_vcpus,
 		};
 
-		ret = kvmstats_seen_add(&l->seen, f->kvm);
+		/* Found only under its creator: l->scan.mm is kvm->mm. */
+		ret = kvmstats_seen_add(&l->seen, f->kvm, l->scan.mm);
 		if (ret < 0)
 			break;
 		if (!ret)
@@ -503,6 +532,9 @@ static int kvmstats_list_process(struct kvmstats_lister *l,
 			ret = -EFAULT;
 		l->total++;
 	}
+	if (l->scan.mm)
+		mmdrop(l->scan.mm);
+	l->scan.mm = NULL;
 	return ret;
 }
 
