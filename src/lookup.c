@@ -175,7 +175,9 @@ static int kvmstats_iterate_process(struct task_struct *leader,
 		if (t->mm) {
 			mm = t->mm;
 			mmgrab(mm);
-			borrowed = t->vfork_done;
+			/* CLONE_VFORK alone leaves the child an mm of its own. */
+			borrowed = t->vfork_done &&
+				   mm == READ_ONCE(rcu_dereference(t->real_parent)->mm);
 		}
 		task_unlock(t);
 		if (mm)
