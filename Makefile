@@ -218,10 +218,12 @@ format:
 #   make bench-build                build/bench/kvmstats-bench only
 #   make bench-http                 the exporter's HTTP server under hostile
 #                                   clients, beside node_exporter (host only)
+#   make bench-tracker              a VM's first stats file against a further
+#                                   one: what it costs the VMM (guest)
 # ---------------------------------------------------------------------------
 BENCH_KERNEL ?= 6.12
 
-.PHONY: bench bench-build bench-http
+.PHONY: bench bench-build bench-http bench-tracker
 
 bench:
 	BENCH_KERNEL_SEL=$(BENCH_KERNEL) bench/run $(BENCH_KERNEL)
@@ -232,6 +234,11 @@ bench-build: $(BUILD)/bench/kvmstats-bench
 # host (bench/http-bench): a section of docs/performance.md.
 bench-http:
 	bench/http-bench --docs docs/performance.md
+
+# What a VM's first stats file costs its VMM (bench/tracker-cost): figures
+# quoted in docs/design.md.
+bench-tracker:
+	bench/tracker-cost $(BENCH_KERNEL)
 
 $(BUILD)/bench/kvmstats-bench: bench/kvmstats-bench.c include/uapi/linux/kvmstats.h
 	@mkdir -p $(@D)
