@@ -193,30 +193,34 @@ static ssize_t read_small(const char *path, char *buf, size_t len)
 	return n;
 }
 
+/* Read @leaf of the VMM: /proc/PID/LEAF, or DIR/PID-FD/LEAF for a stats dir. */
+static ssize_t read_vmm_file(const struct source *src, int pid, int fd,
+			     const char *leaf, char *buf, size_t len)
+{
+	char path[4096];
+
+	if (src->dir)
+		snprintf(path, sizeof(path), "%s/%d-%d/%s", src->dir, pid, fd,
+			 leaf);
+	else
+		snprintf(path, sizeof(path), "/proc/%d/%s", pid, leaf);
+	return read_small(path, buf, len);
+}
+
 void source_names(const struct source *src, int pid, int fd, char *comm,
 		  size_t commlen, char *name, size_t namelen)
 {
-	char path[4096], buf[8192];
+	char buf[8192];
 	ssize_t n;
 
 	snprintf(comm, commlen, "?");
 	name[0] = '\0';
-	if (src->dir)
-		snprintf(path, sizeof(path), "%s/%d-%d/comm", src->dir, pid,
-			 fd);
-	else
-		snprintf(path, sizeof(path), "/proc/%d/comm", pid);
-	n = read_small(path, buf, sizeof(buf));
+	n = read_vmm_file(src, pid, fd, "comm", buf, sizeof(buf));
 	if (n > 0) {
 		buf[strcspn(buf, "\n")] = '\0';
 		snprintf(comm, commlen, "%s", buf);
 	}
-	if (src->dir)
-		snprintf(path, sizeof(path), "%s/%d-%d/cmdline", src->dir, pid,
-			 fd);
-	else
-		snprintf(path, sizeof(path), "/proc/%d/cmdline", pid);
-	n = read_small(path, buf, sizeof(buf));
+	n = read_vmm_file(src, pid, fd, "cmdline", buf, sizeof(buf));
 	if (n > 0)
 		parse_guest_name(buf, (size_t)n, name, namelen);
 }
