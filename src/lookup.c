@@ -444,11 +444,20 @@ static int kvmstats_scan_fd(const void *ctx, struct file *file,
 	return 0;
 }
 
+/* Give back the reference on the walked process's address space. */
+static void kvmstats_scan_put_mm(struct kvmstats_scan *s)
+{
+	if (s->mm)
+		mmdrop(s->mm);
+	s->mm = NULL;
+}
+
 /*
  * Collect the VMs created by process @task into @s, growing @s->found as
  * needed (the walk runs under spinlocks, so it restarts after growing).
  * -ESRCH if the process has exited.  On success, @s->mm is the process's
- * address space (or NULL), which the caller drops with mmdrop().
+ * address space (or NULL), which the caller gives back with
+ * kvmstats_scan_put_mm().
  */
 static int kvmstats_scan_process(struct task_struct *task,
 				 struct kvmstats_scan *s)
@@ -462,9 +471,7 @@ static int kvmstats_scan_process(struct task_struct *task,
 					       kvmstats_scan_fd, s, &s->mm);
 		if (ret != -ESRCH && !s->overflow)
 			return 0;
-		if (s->mm)
-			mmdrop(s->mm);
-		s->mm = NULL;
+		kvmstats_scan_put_mm(s);
 		if (ret == -ESRCH) {
 			s->nr = 0;
 			return ret;	/* exited: it has no VMs to list */
@@ -534,9 +541,7 @@ static int kvmstats_list_process(struct kvmstats_lister *l,
 			ret = -EFAULT;
 		l->total++;
 	}
-	if (l->scan.mm)
-		mmdrop(l->scan.mm);
-	l->scan.mm = NULL;
+	kvmstats_scan_put_mm(&l->scan);
 	return ret;
 }
 
