@@ -9,8 +9,10 @@
 #define _KVMSTATS_COMPAT_H
 
 #include <linux/file.h>
-#include <linux/magic.h>
+#include <linux/kvm_host.h>
 #include <linux/kvm_types.h>
+#include <linux/magic.h>
+#include <linux/pid.h>
 #include <linux/types.h>
 
 /*
@@ -50,6 +52,33 @@ struct kvmstats_kdesc {
 /* struct fd became opaque, with fd_file() to reach its file, in 6.12. */
 #ifndef KVMSTATS_COMPAT_HAVE_FD_FILE
 #define fd_file(f) ((f).file)
+#endif
+
+/*
+ * The thread that last ran a vCPU, with a reference (or NULL): vcpu->pid
+ * is RCU-protected until 7.x, where KVM guards it with an rwlock instead
+ * (held for writing only to swap the pointer).
+ */
+#ifdef KVMSTATS_COMPAT_VCPU_PID_LOCK
+static inline struct pid *kvmstats_vcpu_get_pid(struct kvm_vcpu *vcpu)
+{
+	struct pid *pid;
+
+	read_lock(&vcpu->pid_lock);
+	pid = get_pid(vcpu->pid);
+	read_unlock(&vcpu->pid_lock);
+	return pid;
+}
+#else
+static inline struct pid *kvmstats_vcpu_get_pid(struct kvm_vcpu *vcpu)
+{
+	struct pid *pid;
+
+	rcu_read_lock();
+	pid = get_pid(rcu_dereference(vcpu->pid));
+	rcu_read_unlock();
+	return pid;
+}
 #endif
 
 /* pidfs, where pidfds live since 6.9; its magic is uapi. */

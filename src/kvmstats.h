@@ -65,6 +65,10 @@ long kvmstats_list_pidfd(struct kvmstats_pidfd_list __user *ulist);
 int kvmstats_get_vm(const struct kvmstats_fd_request *req,
 		    struct kvmstats_vm_ref *ref);
 
+/* ----- vcpus.c: the vCPUs of a VM and their threads ----- */
+
+long kvmstats_list_vcpus(struct kvmstats_vcpu_list __user *ulist);
+
 /* ----- statsfd.c and vm.c: stats files, live and frozen ----- */
 
 struct kvmstats_tracker;

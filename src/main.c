@@ -51,6 +51,8 @@ static long kvmstats_dev_ioctl(struct file *file, unsigned int cmd,
 		return kvmstats_read_batch(argp);
 	case KVMSTATS_LIST_PIDFD:
 		return kvmstats_list_pidfd(argp);
+	case KVMSTATS_LIST_VCPUS:
+		return kvmstats_list_vcpus(argp);
 	default:
 		return -ENOTTY;
 	}

@@ -764,6 +764,44 @@ int __kvmstats_list_pidfd(int dev, int pidfd, struct kvmstats_vm **out)
 	}
 }
 
+int __kvmstats_list_vcpus(int dev, int pid, int fd, unsigned int flags,
+			  struct kvmstats_vcpu **out)
+{
+	uint32_t room = 4;
+
+	for (;;) {
+		struct kvmstats_vcpu_list *l;
+		int r, n;
+
+		l = calloc(1, sizeof(*l) + room * sizeof(l->vcpus[0]));
+		if (!l)
+			return -ENOMEM;
+		l->pid = pid;
+		l->fd = fd;
+		l->flags = flags;
+		l->nr = room;
+		r = ioctl(dev, KVMSTATS_LIST_VCPUS, l) ? -errno : 0;
+		if (r == -E2BIG && l->nr > room) {
+			room = l->nr;
+			free(l);
+			continue;
+		}
+		if (r) {
+			free(l);
+			return r;
+		}
+		n = l->nr;
+		*out = calloc(n ? n : 1, sizeof(**out));
+		if (!*out) {
+			free(l);
+			return -ENOMEM;
+		}
+		memcpy(*out, l->vcpus, n * sizeof(**out));
+		free(l);
+		return n;
+	}
+}
+
 int __pidfd_open(pid_t pid, unsigned int flags)
 {
 	int fd = syscall(SYS_pidfd_open, pid, flags);

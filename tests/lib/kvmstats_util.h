@@ -29,6 +29,9 @@ _Static_assert(_IOC_SIZE(KVMSTATS_READ_BATCH) ==
 _Static_assert(_IOC_SIZE(KVMSTATS_LIST_PIDFD) ==
 		       sizeof(struct kvmstats_pidfd_list),
 	       "KVMSTATS_LIST_PIDFD size");
+_Static_assert(_IOC_SIZE(KVMSTATS_LIST_VCPUS) ==
+		       sizeof(struct kvmstats_vcpu_list),
+	       "KVMSTATS_LIST_VCPUS size");
 
 /* ---- the device ---- */
 int __kvmstats_open(void); /* O_RDONLY | O_CLOEXEC */
@@ -48,6 +51,13 @@ int __kvmstats_read_batch(int dev, struct kvmstats_read_op *ops, uint32_t nr);
 int __kvmstats_get_stats_fd_pidfd(int dev, int pidfd, int fd, int vcpu);
 /* LIST_PIDFD into a malloc'd list, as __kvmstats_list_vms. */
 int __kvmstats_list_pidfd(int dev, int pidfd, struct kvmstats_vm **out);
+/*
+ * KVMSTATS_LIST_VCPUS for (@pid, @fd) (@flags: 0 or KVMSTATS_FD_PIDFD, then
+ * @pid is a pidfd): the number of vCPUs, their entries in a malloc'd *@out
+ * (retrying on E2BIG), or -errno.
+ */
+int __kvmstats_list_vcpus(int dev, int pid, int fd, unsigned int flags,
+			  struct kvmstats_vcpu **out);
 
 /* ---- pidfds and the guest's test helper (/dev/ksg_test) ---- */
 /* pidfd_open(2); -errno on failure. */

@@ -28,8 +28,8 @@
  * KVMSTATS_GET_API_VERSION		_IO(0xBE, 0x00)
  *
  *	Returns KVMSTATS_API_VERSION.  The argument must be 0 (EINVAL).
- *	Version 2 added KVMSTATS_LIST_PIDFD and KVMSTATS_FD_PIDFD; everything
- *	of version 1 is unchanged.
+ *	Version 2 added KVMSTATS_LIST_PIDFD and KVMSTATS_FD_PIDFD, version 3
+ *	KVMSTATS_LIST_VCPUS; everything of earlier versions is unchanged.
  *
  *
  * KVMSTATS_LIST_VMS			_IOWR(0xBE, 0x01, struct kvmstats_vm_list)
@@ -138,6 +138,37 @@
  *	  E2BIG, ENOMEM, EINTR as for KVMSTATS_LIST_VMS.
  *
  *
+ * KVMSTATS_LIST_VCPUS			_IOWR(0xBE, 0x05, struct kvmstats_vcpu_list)
+ *
+ *	Lists the vCPUs of one VM, named by (@pid or pidfd, @fd) exactly as
+ *	KVMSTATS_GET_STATS_FD names it, with the host thread that runs each:
+ *	for vCPU index i (0 .. nr_vcpus - 1, the @vcpu of KVMSTATS_GET_STATS_FD)
+ *	@vcpus[i] has its @vcpu_id (the id given to KVM_CREATE_VCPU) and @tid,
+ *	the thread that last entered KVM_RUN on it, as a thread id of the
+ *	caller's pid namespace.  KVM records that thread itself (it is what
+ *	KVM's debugfs shows as a vCPU's "pid"), so this works for any VMM:
+ *	/proc/<tid>/schedstat then has the scheduler's figures for that vCPU
+ *	(time on a CPU, time waiting for one).  @tid is 0 when there is no such
+ *	thread to name, and @flags then says why:
+ *	  KVMSTATS_VCPU_NEVER_RUN   no thread has entered KVM_RUN on it yet;
+ *	  KVMSTATS_VCPU_TID_EXITED  that thread has exited;
+ *	  KVMSTATS_VCPU_TID_HIDDEN  that thread is not visible in the caller's
+ *	                            pid namespace.
+ *	A vCPU moves to another thread only when that thread enters KVM_RUN,
+ *	so @tid names the thread running the vCPU now, or the last one that
+ *	did.  The answer is read without taking vcpu->mutex (which KVM_RUN
+ *	holds) and never waits for the VM.
+ *
+ *	@nr is the room in @vcpus on input and the VM's number of online vCPUs
+ *	on output.  If they do not fit, the ioctl fails with E2BIG and sets @nr
+ *	to the number needed (@vcpus is then unspecified).
+ *
+ *	Errors: EINVAL (@flags other than KVMSTATS_FD_PIDFD, non-zero
+ *	@reserved), EFAULT, then those of KVMSTATS_GET_STATS_FD for naming the
+ *	VM, in its order (EBADF, EINVAL, ESRCH, EBADF/EINVAL for @fd), then
+ *	E2BIG.
+ *
+ *
  * KVMSTATS_READ_BATCH			_IOWR(0xBE, 0x03, struct kvmstats_read_batch)
  *
  *	Reads from many kvmstats stats fds of the calling process in one call,
@@ -213,7 +244,7 @@
 #include <linux/ioctl.h>
 #include <linux/types.h>
 
-#define KVMSTATS_API_VERSION	2
+#define KVMSTATS_API_VERSION	3
 
 #define KVMSTATS_DEVICE		"/dev/kvmstats"
 
@@ -269,6 +300,28 @@ struct kvmstats_read_batch {
 	__u64 reserved[2];	/* must be 0 */
 };
 
+/* One vCPU of a VM, and the host thread that runs it. */
+struct kvmstats_vcpu {
+	__u32 index;		/* 0 .. nr_vcpus - 1 */
+	__u32 vcpu_id;		/* the id given to KVM_CREATE_VCPU */
+	__s32 tid;		/* thread that last entered KVM_RUN, or 0 */
+	__u32 flags;		/* KVMSTATS_VCPU_*: why @tid is 0 */
+};
+
+/* kvmstats_vcpu.flags */
+#define KVMSTATS_VCPU_NEVER_RUN		(1U << 0)
+#define KVMSTATS_VCPU_TID_EXITED	(1U << 1)
+#define KVMSTATS_VCPU_TID_HIDDEN	(1U << 2)
+
+struct kvmstats_vcpu_list {
+	__s32 pid;		/* as in struct kvmstats_fd_request */
+	__s32 fd;		/* a VM fd number in that process */
+	__u32 flags;		/* 0 or KVMSTATS_FD_PIDFD */
+	__u32 nr;		/* in: room in vcpus[]; out: online vCPUs */
+	__u64 reserved[2];	/* must be 0 */
+	struct kvmstats_vcpu vcpus[];
+};
+
 #define KVMSTATS_IO		0xBE
 
 #define KVMSTATS_GET_API_VERSION _IO(KVMSTATS_IO, 0x00)
@@ -276,5 +329,6 @@ struct kvmstats_read_batch {
 #define KVMSTATS_GET_STATS_FD	_IOW(KVMSTATS_IO, 0x02, struct kvmstats_fd_request)
 #define KVMSTATS_READ_BATCH	_IOWR(KVMSTATS_IO, 0x03, struct kvmstats_read_batch)
 #define KVMSTATS_LIST_PIDFD	_IOWR(KVMSTATS_IO, 0x04, struct kvmstats_pidfd_list)
+#define KVMSTATS_LIST_VCPUS	_IOWR(KVMSTATS_IO, 0x05, struct kvmstats_vcpu_list)
 
 #endif /* _UAPI_LINUX_KVMSTATS_H */
