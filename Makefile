@@ -147,14 +147,16 @@ $(TOOL_STATIC_OUT)/kvmstats: $(TOOL_STATIC_SRCS) $(TOOL_HDRS) $(LIB_SRCS) $(LIB_
 	@mkdir -p $(@D)
 	$(USER_CC) -static $(USER_CPPFLAGS) $(USER_CFLAGS) -o $@ $(TOOL_STATIC_SRCS) $(LIB_SRCS) -lm
 
-# The unit tests link the library and the tool's rendering code (not main);
-# --wrap=ioctl lets them stand in for /dev/kvmstats (a fake device).
+# The unit tests link the library and the tool's rendering and escaping
+# code (not main); --wrap=ioctl lets them stand in for /dev/kvmstats (a fake
+# device).
+UNIT_TOOL_SRCS := src/tool/render.c src/tool/escape.c
 unit: $(UNIT_OUT)/libkvmstats-test
 	$(UNIT_OUT)/libkvmstats-test $(UNIT_OUT)
 
-$(UNIT_OUT)/libkvmstats-test: $(UNIT_SRCS) tests/lib/json_check.h $(LIB_OUT)/libkvmstats.a src/tool/render.c $(TOOL_HDRS)
+$(UNIT_OUT)/libkvmstats-test: $(UNIT_SRCS) tests/lib/json_check.h $(LIB_OUT)/libkvmstats.a $(UNIT_TOOL_SRCS) $(TOOL_HDRS)
 	@mkdir -p $(@D)
-	$(USER_CC) $(USER_CPPFLAGS) -Isrc/tool -Itests/lib $(USER_CFLAGS) -Wl,--wrap=ioctl -o $@ $(UNIT_SRCS) src/tool/render.c $(LIB_OUT)/libkvmstats.a -lm
+	$(USER_CC) $(USER_CPPFLAGS) -Isrc/tool -Itests/lib $(USER_CFLAGS) -Wl,--wrap=ioctl -o $@ $(UNIT_SRCS) $(UNIT_TOOL_SRCS) $(LIB_OUT)/libkvmstats.a -lm
 
 # ---------------------------------------------------------------------------
 # Packaging: DKMS, Debian packages, make demo (issue 6); see packaging/packaging.mk.

@@ -217,7 +217,9 @@ void source_names(const struct source *src, int pid, int fd, char *comm,
 	name[0] = '\0';
 	n = read_vmm_file(src, pid, fd, "comm", buf, sizeof(buf));
 	if (n > 0) {
-		buf[strcspn(buf, "\n")] = '\0';
+		/* The kernel ends it in a newline; the name may hold others. */
+		if (buf[n - 1] == '\n')
+			buf[n - 1] = '\0';
 		snprintf(comm, commlen, "%s", buf);
 	}
 	n = read_vmm_file(src, pid, fd, "cmdline", buf, sizeof(buf));

@@ -231,7 +231,7 @@ static int select_vms(const struct source *src, const char *sel,
 		else if (sel) {
 			source_names(src, vms[i].pid, vms[i].fd, comm,
 				     sizeof(comm), name, sizeof(name));
-			keep = !strcmp(name, sel);
+			keep = guest_name_is(name, sel);
 		}
 		if (keep)
 			vms[k++] = vms[i];
@@ -304,9 +304,12 @@ static int cmd_list(int argc, char **argv)
 			json_string(stdout, name);
 			fputs("}", stdout);
 		} else {
+			char ec[4 * sizeof(comm)], en[4 * sizeof(name)];
+
 			printf("%-8d %5d %6u  %-16s %s\n", vms[i].pid,
-			       vms[i].fd, vms[i].nr_vcpus, comm,
-			       name[0] ? name : "-");
+			       vms[i].fd, vms[i].nr_vcpus,
+			       esc(comm, ec, sizeof(ec)),
+			       name[0] ? esc(name, en, sizeof(en)) : "-");
 		}
 	}
 	if (json)
@@ -453,16 +456,18 @@ static int cmd_schema(int argc, char **argv)
 	if (json) {
 		json_schemas(stdout, vmf, vcf, filter);
 	} else {
+		char ei[512];
+
 		if (vmf) {
 			printf("VM statistics (%u), from %s:\n",
 			       kvmstats_file_num_stats(vmf),
-			       kvmstats_file_id(vmf));
+			       esc(kvmstats_file_id(vmf), ei, sizeof(ei)));
 			text_schema(stdout, vmf, filter);
 		}
 		if (vcf) {
 			printf("%svCPU statistics (%u), from %s:\n",
 			       vmf ? "\n" : "", kvmstats_file_num_stats(vcf),
-			       kvmstats_file_id(vcf));
+			       esc(kvmstats_file_id(vcf), ei, sizeof(ei)));
 			text_schema(stdout, vcf, filter);
 		}
 	}
@@ -540,13 +545,17 @@ static int show_one(const struct source *src, struct kvmstats_vmref *ref,
 	if (json) {
 		json_result(stdout, &o, filter, *nobj == 0);
 	} else {
+		char ei[512], ec[4 * 32], en[4 * 128];
+
+		esc(kvmstats_file_id(f), ei, sizeof(ei));
 		if (vcpu < 0)
 			printf("%sVM %d:%d %s (%s%s%s)\n", *nobj ? "\n" : "",
-			       vm->pid, vm->fd, kvmstats_file_id(f), comm,
-			       name[0] ? ", guest " : "", name);
+			       vm->pid, vm->fd, ei, esc(comm, ec, sizeof(ec)),
+			       name[0] ? ", guest " : "",
+			       esc(name, en, sizeof(en)));
 		else
 			printf("%svCPU %d of VM %d:%d %s\n", *nobj ? "\n" : "",
-			       vcpu, vm->pid, vm->fd, kvmstats_file_id(f));
+			       vcpu, vm->pid, vm->fd, ei);
 		text_stats(stdout, &o, filter);
 	}
 	(*nobj)++;
@@ -709,6 +718,7 @@ int main(int argc, char **argv)
 		return EXIT_OK;
 	}
 	raise_nofile();
+	text_escape_init();
 	for (i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
 		if (!strcmp(argv[1], cmds[i].name)) {
 			/* Options are parsed from the subcommand on. */

@@ -274,12 +274,17 @@ void json_string(FILE *out, const char *s)
 		if (n == 0) {
 			fputs("\\ufffd", out); /* not UTF-8: U+FFFD */
 			p++;
-		} else if (n > 1) {
+		} else if (n > 1 && !hidden_char(utf8_code_point(p, n))) {
 			fwrite(p, 1, n, out);
+			p += n;
+		} else if (n > 1) {
+			/* Allowed raw in JSON, not in a terminal: see escape.c. */
+			fprintf(out, "\\u%04x",
+				(unsigned int)utf8_code_point(p, n));
 			p += n;
 		} else if (*p == '"' || *p == '\\') {
 			fprintf(out, "\\%c", *p++);
-		} else if (*p < 0x20) {
+		} else if (*p < 0x20 || *p == 0x7f) {
 			fprintf(out, "\\u%04x", *p++);
 		} else {
 			fputc(*p++, out);
@@ -301,6 +306,15 @@ void json_result(FILE *out, const struct obj *o, const regex_t *filter,
 		fprintf(out, "\"vcpu\": %d, ", o->vcpu);
 	fputs("\"id\": ", out);
 	json_string(out, kvmstats_file_id(o->file));
+	/* What `list --json` says of the VM, so that no join is needed. */
+	if (o->name) {
+		fputs(", \"name\": ", out);
+		json_string(out, o->name);
+	}
+	if (o->comm) {
+		fputs(", \"comm\": ", out);
+		json_string(out, o->comm);
+	}
 	fputs(", \"stats\": [", out);
 	for (i = 0; i < nr; i++) {
 		const struct kvmstats_stat *s = kvmstats_file_stat(o->file, i);

@@ -133,6 +133,29 @@ size_t utf8_seq_len(const unsigned char *p);
 int parse_guest_name(const char *cmdline, size_t len, char *name,
 		     size_t namelen);
 
+/*
+ * escape.c: text a VM's owner controls (comm, cmdline, QEMU's -name, the
+ * id string of a file from a stats directory), safe for a terminal:
+ * backslash, newline, tab and CR as \\ \n \t \r, other control bytes and
+ * bytes that are not UTF-8 as \xHH, C1 controls and characters that
+ * reorder or hide text (bidi overrides, zero-width) as \uHHHH.  Outside a
+ * UTF-8 locale every byte above 0x7f is \xHH.  text_escape_init() reads the
+ * locale (LC_CTYPE); text_escape_utf8() sets it for tests.
+ */
+void text_escape_init(void);
+void text_escape_utf8(bool on);
+/* Into @out (@room bytes, NUL-terminated, whole escapes only); its length. */
+size_t text_escape(char *out, size_t room, const char *s);
+/* text_escape() into @buf, returned: for printf arguments. */
+const char *esc(const char *s, char *buf, size_t len);
+void fput_escaped(FILE *f, const char *s);
+/* The code point of the valid UTF-8 sequence of @n bytes at @p. */
+uint32_t utf8_code_point(const unsigned char *p, size_t n);
+/* Valid UTF-8 that must not reach a terminal as it is (C1, bidi, ...). */
+bool hidden_char(uint32_t cp);
+/* Is @name (raw) the guest name @sel, as typed raw or as shown escaped? */
+bool guest_name_is(const char *name, const char *sel);
+
 /* A JSON string literal (with quotes); invalid UTF-8 becomes U+FFFD. */
 void json_string(FILE *out, const char *s);
 

@@ -628,6 +628,15 @@ static void test_layouts(const char *dir)
 				     "\"pid\": 1234, \"fd\": 10, \"vcpu\": 0") &&
 			      strstr(j, "\"provider\": \"kvm\""),
 		      "JSON scalars raw, with provider, pid, fd and vcpu");
+		check(count_lines(
+			      j,
+			      "\"id\": \"kvm-1234\", \"name\": \"web\\\"1\", \"comm\": \"qemu\\\\x\", \"stats\"") ==
+				      1 &&
+			      count_lines(
+				      j,
+				      "\"id\": \"kvm-1235/vcpu-0\", \"name\": \"web\\\"1\", \"comm\": \"qemu\\\\x\", \"stats\"") ==
+				      1,
+		      "JSON objects carry the guest name and comm, escaped");
 		free(j);
 		{
 			char *sb = NULL;
@@ -1854,6 +1863,72 @@ static int write_crafted(const char *dir)
 	return 0;
 }
 
+/* text_escape() of @in is @want, and json_string() of it @json. */
+static void escape_case(const char *what, const char *in, const char *want,
+			const char *json)
+{
+	char out[256], *j = NULL;
+	size_t jl = 0;
+	FILE *f = open_memstream(&j, &jl);
+
+	text_escape(out, sizeof(out), in);
+	json_string(f, in);
+	fclose(f);
+	check(!strcmp(out, want) && (!json || !strcmp(j, json)),
+	      "escape: %s (text %s, json %s)", what, out, j);
+	free(j);
+}
+
+static void test_escape(void)
+{
+	char small[5];
+
+	text_escape_utf8(true);
+	escape_case("plain text is left alone", "web1 db-2_x", "web1 db-2_x",
+		    "\"web1 db-2_x\"");
+	escape_case("ESC of a colour sequence", "a\033[31mRED\033[0m",
+		    "a\\x1b[31mRED\\x1b[0m", "\"a\\u001b[31mRED\\u001b[0m\"");
+	escape_case("newline, tab, CR, backslash", "a\nb\tc\rd\\e",
+		    "a\\nb\\tc\\rd\\\\e", "\"a\\u000ab\\u0009c\\u000dd\\\\e\"");
+	escape_case("BEL and DEL", "\a\x7f", "\\x07\\x7f",
+		    "\"\\u0007\\u007f\"");
+	escape_case("bytes that are not UTF-8", "gu\xff\xc3st\xe2\x82",
+		    "gu\\xff\\xc3st\\xe2\\x82",
+		    "\"gu\\ufffd\\ufffdst\\ufffd\\ufffd\"");
+	escape_case("overlong and surrogate sequences", "\xc0\xaf\xed\xa0\x80",
+		    "\\xc0\\xaf\\xed\\xa0\\x80", NULL);
+	escape_case("UTF-8 letters pass in a UTF-8 locale",
+		    "gr\xc3\xbc\xc3\x9f"
+		    "e \xe6\x97\xa5",
+		    "gr\xc3\xbc\xc3\x9f"
+		    "e \xe6\x97\xa5",
+		    "\"gr\xc3\xbc\xc3\x9f"
+		    "e \xe6\x97\xa5\"");
+	escape_case("a C1 CSI (U+009B) is escaped",
+		    "x\xc2\x9b"
+		    "2Jy",
+		    "x\\u009b2Jy", "\"x\\u009b2Jy\"");
+	escape_case("bidi override and isolate, zero width space, BOM",
+		    "a\xe2\x80\xae"
+		    "b\xe2\x81\xa6"
+		    "c\xe2\x80\x8b"
+		    "d\xef\xbb\xbf",
+		    "a\\u202eb\\u2066c\\u200bd\\ufeff",
+		    "\"a\\u202eb\\u2066c\\u200bd\\ufeff\"");
+	check(text_escape(small, sizeof(small), "ab\033cd") == 2 &&
+		      !strcmp(small, "ab"),
+	      "escape: an escape that does not fit is left out whole (%s)",
+	      small);
+	check(guest_name_is("a\nb", "a\nb") && guest_name_is("a\nb", "a\\nb") &&
+		      !guest_name_is("a\nb", "a") && !guest_name_is("", ""),
+	      "escape: a guest name is found raw or as shown escaped");
+	text_escape_utf8(false);
+	escape_case("outside a UTF-8 locale every byte above 0x7f is \\xHH",
+		    "gr\xc3\xbc\xc2\x9b", "gr\\xc3\\xbc\\xc2\\x9b",
+		    "\"gr\xc3\xbc\\u009b\"");
+	text_escape_utf8(true);
+}
+
 int main(int argc, char **argv)
 {
 	const char *dir = argc > 1 ? argv[1] : NULL;
@@ -1884,6 +1959,7 @@ int main(int argc, char **argv)
 	test_linear();
 	test_malformed();
 	test_guest_name();
+	test_escape();
 	test_native();
 	test_golden(dir);
 	test_abi();
