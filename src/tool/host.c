@@ -8,7 +8,8 @@
  * module): each subdirectory PID-FD is a VM whose files vm, vcpu0, vcpu1,
  * ... are stats files (recorded ones, say), read again at every sample,
  * with optionally comm and cmdline files in the format of /proc/PID/; a
- * subdirectory that disappears is a VM that exited.
+ * subdirectory that disappears is a VM that exited.  schema/vm and
+ * schema/vcpu, if there, stand for the module's own descriptor tables.
  *
  * A followed VM of the device holds a struct kvmstats_vmref: its pidfd
  * names the process without a race when stats fds are opened, and tells
@@ -173,6 +174,29 @@ int source_file_open(const struct source *src, struct kvmstats_vmref *ref,
 	if (sfd < 0)
 		return sfd;
 	err = kvmstats_file_adopt(sfd, flags, f);
+	if (err)
+		close(sfd);
+	return err;
+}
+
+int source_schema(const struct source *src, bool vcpu, struct kvmstats_file **f)
+{
+	char path[4096];
+	int sfd, err;
+
+	*f = NULL;
+	/*
+	 * The device cannot give its tables without a VM yet: that needs an
+	 * ioctl of its own (a stats file of the module's descriptors, say).
+	 */
+	if (!src->dir)
+		return -EOPNOTSUPP;
+	snprintf(path, sizeof(path), "%s/schema/%s", src->dir,
+		 vcpu ? "vcpu" : "vm");
+	sfd = open(path, O_RDONLY | O_CLOEXEC);
+	if (sfd < 0)
+		return -errno;
+	err = kvmstats_file_adopt(sfd, 0, f);
 	if (err)
 		close(sfd);
 	return err;

@@ -329,7 +329,8 @@ static void usage_schema(FILE *f)
 {
 	fputs("Usage: kvmstats schema [VM] [--vm|--vcpu] [-f REGEX] [--json]\n"
 	      "Describe the statistics (name, type, unit, base, exponent, size,\n"
-	      "bucket size, offset), read from VM (default: the first VM listed).\n"
+	      "bucket size, offset), read from VM (default: the module's tables,\n"
+	      "or failing them the first VM listed).\n"
 	      "  --vm, --vcpu   only the VM or only the vCPU statistics\n"
 	      "  -f REGEX       only statistics whose name matches (extended regex)\n"
 	      "  --json         JSON like QMP query-stats-schemas\n",
@@ -342,6 +343,8 @@ static void usage_schema(FILE *f)
  */
 static int open_error(const struct kvmstats_vm_info *vm, int vcpu, int err)
 {
+	char what[64];
+
 	if (vcpu >= 0 && err == -ENOENT) {
 		errmsg("VM %d:%d has no vCPU %d", vm->pid, vm->fd, vcpu);
 		return EXIT_NOVM;
@@ -350,13 +353,16 @@ static int open_error(const struct kvmstats_vm_info *vm, int vcpu, int err)
 		errmsg("VM %d:%d exited while being read", vm->pid, vm->fd);
 		return EXIT_GONE;
 	}
-	if (err == -EMFILE || err == -ENFILE)
-		errmsg("VM %d:%d%s: %s: the open file limit is too low (ulimit -Hn)",
-		       vm->pid, vm->fd, vcpu >= 0 ? " vCPU" : "",
-		       kvmstats_strerror(err));
+	if (vcpu >= 0)
+		snprintf(what, sizeof(what), "VM %d:%d vCPU %d", vm->pid,
+			 vm->fd, vcpu);
 	else
-		errmsg("VM %d:%d%s: %s", vm->pid, vm->fd,
-		       vcpu >= 0 ? " vCPU" : "", kvmstats_strerror(err));
+		snprintf(what, sizeof(what), "VM %d:%d", vm->pid, vm->fd);
+	if (err == -EMFILE || err == -ENFILE)
+		errmsg("%s: %s: the open file limit is too low (ulimit -Hn)",
+		       what, kvmstats_strerror(err));
+	else
+		errmsg("%s: %s", what, kvmstats_strerror(err));
 	return exit_for(err);
 }
 
@@ -373,6 +379,104 @@ static void say_skipped(const struct kvmstats_vm_info *vm,
 	skipped_msgs(f, vm->pid, vm->fd, say_line, NULL);
 }
 
+int no_match(const char *cmd, const char *what, const char *re)
+{
+	errmsg("%s: no %sstatistic matches -f '%s' (kvmstats schema%s lists them)",
+	       cmd, what, re, strcmp(cmd, "schema") ? "" : " without -f");
+	return EXIT_NOVM;
+}
+
+/*
+ * The descriptors for schema and `top -f help`: those of VM @sel and its
+ * vCPU 0 or, without @sel, the module's own tables (source_schema()) and
+ * failing that the first VM listed.  *@tables says which.  0, or an exit
+ * status (said).
+ */
+int schema_files(const struct source *src, const char *cmd, const char *sel,
+		 bool want_vm, bool want_vcpu, struct kvmstats_file **vmf,
+		 struct kvmstats_file **vcf, bool *tables)
+{
+	struct kvmstats_vm_info *vms = NULL;
+	struct kvmstats_vmref *ref = NULL;
+	int n, err, rc = 0, terr = 0;
+
+	*vmf = *vcf = NULL;
+	*tables = false;
+	if (!sel) {
+		terr = want_vm ? source_schema(src, false, vmf) : 0;
+		if (!terr && want_vcpu)
+			terr = source_schema(src, true, vcf);
+		if (!terr) {
+			*tables = true;
+			return 0;
+		}
+		kvmstats_file_free(*vmf);
+		*vmf = NULL;
+		if (terr != -EOPNOTSUPP && terr != -ENOENT) {
+			errmsg("%s: KVMSTATS_STATS_DIR %s/schema: %s", cmd,
+			       src->dir, kvmstats_strerror(terr));
+			return exit_for(terr);
+		}
+	}
+	n = select_vms(src, sel, &vms);
+	if (n == 0) {
+		if (src->dir)
+			errmsg("%s: no VM in KVMSTATS_STATS_DIR %s, and no schema/vm and schema/vcpu there, to read the descriptors from",
+			       cmd, src->dir);
+		else
+			errmsg("%s: no VM on this host to read the descriptors from (this kvmstats module has no call for its own tables: start a VM)",
+			       cmd);
+		free(vms);
+		return EXIT_NOVM;
+	}
+	err = source_vmref(src, vms[0].pid, vms[0].fd, &ref);
+	if (!err && want_vm)
+		err = source_file_open(src, ref, vms[0].pid, vms[0].fd, -1, 0,
+				       vmf);
+	if (err) {
+		rc = open_error(&vms[0], -1, err);
+		goto out;
+	}
+	if (want_vcpu && vms[0].nr_vcpus > 0) {
+		err = source_file_open(src, ref, vms[0].pid, vms[0].fd, 0, 0,
+				       vcf);
+		if (err) {
+			rc = open_error(&vms[0], 0, err);
+			goto out;
+		}
+	}
+	if (want_vcpu && !want_vm && !*vcf) {
+		errmsg("VM %d:%d has no vCPU to read the descriptors from",
+		       vms[0].pid, vms[0].fd);
+		rc = EXIT_NOVM;
+		goto out;
+	}
+	if (*vmf)
+		say_skipped(&vms[0], *vmf);
+	if (*vcf)
+		say_skipped(&vms[0], *vcf);
+out:
+	if (rc) {
+		kvmstats_file_free(*vmf);
+		kvmstats_file_free(*vcf);
+		*vmf = *vcf = NULL;
+	}
+	kvmstats_vmref_free(ref);
+	free(vms);
+	return rc;
+}
+
+/* How many statistics of @f (NULL: none) pass @filter. */
+static unsigned int matching(const struct kvmstats_file *f,
+			     const regex_t *filter)
+{
+	unsigned int i, n = 0;
+
+	for (i = 0; f && i < kvmstats_file_num_stats(f); i++)
+		n += name_matches(filter, kvmstats_file_stat(f, i)->name);
+	return n;
+}
+
 static int cmd_schema(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -384,12 +488,11 @@ static int cmd_schema(int argc, char **argv)
 		{}
 	};
 	struct kvmstats_file *vmf = NULL, *vcf = NULL;
-	struct kvmstats_vm_info *vms = NULL;
-	struct kvmstats_vmref *ref = NULL;
-	bool want_vm = true, want_vcpu = true, json = false;
+	bool want_vm = true, want_vcpu = true, json = false, tables;
 	regex_t re, *filter = NULL;
+	const char *filter_text = NULL;
 	struct source src;
-	int c, n, err, rc = EXIT_OK;
+	int c, rc = EXIT_OK;
 
 	while ((c = getopt_long(argc, argv, ":f:jh", opts, NULL)) != -1) {
 		switch (c) {
@@ -403,9 +506,13 @@ static int cmd_schema(int argc, char **argv)
 			json = true;
 			break;
 		case 'f':
+			if (filter)
+				regfree(filter);
+			filter = NULL;
 			if (compile_filter(optarg, &re))
 				return EXIT_USAGE;
 			filter = &re;
+			filter_text = optarg;
 			break;
 		case 'h':
 			usage_schema(stdout);
@@ -421,38 +528,27 @@ static int cmd_schema(int argc, char **argv)
 		return EXIT_USAGE;
 	}
 	source_init(&src);
-	n = select_vms(&src, optind < argc ? argv[optind] : NULL, &vms);
-	if (n == 0) {
-		errmsg("no VM on this host to read the descriptors from");
-		rc = EXIT_NOVM;
+	rc = schema_files(&src, "schema", optind < argc ? argv[optind] : NULL,
+			  want_vm, want_vcpu, &vmf, &vcf, &tables);
+	if (rc)
+		goto out;
+	if (filter && !matching(vmf, filter) && !matching(vcf, filter)) {
+		rc = no_match("schema",
+			      !vcf ? "VM " :
+			      !vmf ? "vCPU " :
+				     "",
+			      filter_text);
 		goto out;
 	}
-	err = source_vmref(&src, vms[0].pid, vms[0].fd, &ref);
-	if (!err && want_vm)
-		err = source_file_open(&src, ref, vms[0].pid, vms[0].fd, -1, 0,
-				       &vmf);
-	if (err) {
-		rc = open_error(&vms[0], -1, err);
-		goto out;
+	if (filter && !matching(vmf, filter)) {
+		/* Only vCPU statistics match: no empty VM table. */
+		kvmstats_file_free(vmf);
+		vmf = NULL;
 	}
-	if (want_vcpu && vms[0].nr_vcpus > 0) {
-		err = source_file_open(&src, ref, vms[0].pid, vms[0].fd, 0, 0,
-				       &vcf);
-		if (err) {
-			rc = open_error(&vms[0], 0, err);
-			goto out;
-		}
+	if (filter && !matching(vcf, filter)) {
+		kvmstats_file_free(vcf);
+		vcf = NULL;
 	}
-	if (want_vcpu && !want_vm && !vcf) {
-		errmsg("VM %d:%d has no vCPU to read the descriptors from",
-		       vms[0].pid, vms[0].fd);
-		rc = EXIT_NOVM;
-		goto out;
-	}
-	if (vmf)
-		say_skipped(&vms[0], vmf);
-	if (vcf)
-		say_skipped(&vms[0], vcf);
 	if (json) {
 		json_schemas(stdout, vmf, vcf, filter);
 	} else {
@@ -461,13 +557,17 @@ static int cmd_schema(int argc, char **argv)
 		if (vmf) {
 			printf("VM statistics (%u), from %s:\n",
 			       kvmstats_file_num_stats(vmf),
-			       esc(kvmstats_file_id(vmf), ei, sizeof(ei)));
+			       tables ? "the module's tables" :
+					esc(kvmstats_file_id(vmf), ei,
+					    sizeof(ei)));
 			text_schema(stdout, vmf, filter);
 		}
 		if (vcf) {
 			printf("%svCPU statistics (%u), from %s:\n",
 			       vmf ? "\n" : "", kvmstats_file_num_stats(vcf),
-			       esc(kvmstats_file_id(vcf), ei, sizeof(ei)));
+			       tables ? "the module's tables" :
+					esc(kvmstats_file_id(vcf), ei,
+					    sizeof(ei)));
 			text_schema(stdout, vcf, filter);
 		}
 	}
@@ -478,8 +578,6 @@ static int cmd_schema(int argc, char **argv)
 out:
 	kvmstats_file_free(vmf);
 	kvmstats_file_free(vcf);
-	kvmstats_vmref_free(ref);
-	free(vms);
 	source_fini(&src);
 	if (filter)
 		regfree(filter);
@@ -509,7 +607,7 @@ static void usage_show(FILE *f)
 static int show_one(const struct source *src, struct kvmstats_vmref *ref,
 		    const struct kvmstats_vm_info *vm, int vcpu,
 		    const char *comm, const char *name, bool json, size_t *nobj,
-		    const regex_t *filter)
+		    size_t *nread, const regex_t *filter)
 {
 	struct kvmstats_file *f;
 	struct obj o;
@@ -521,6 +619,12 @@ static int show_one(const struct source *src, struct kvmstats_vmref *ref,
 	if (err)
 		return err; /* the caller decides */
 	say_skipped(vm, f);
+	(*nread)++;
+	if (!matching(f, filter)) {
+		/* Nothing of it to show: not even its header. */
+		kvmstats_file_free(f);
+		return 0;
+	}
 	sz = kvmstats_file_data_size(f);
 	buf = malloc(sz ? sz : 1);
 	if (!buf) {
@@ -578,8 +682,9 @@ static int cmd_show(int argc, char **argv)
 	bool json = false, with_vm = true, all_vcpus = false;
 	int vcpu = -1, c, n, i, rc = EXIT_OK;
 	regex_t re, *filter = NULL;
+	const char *filter_text = NULL;
 	struct source src;
-	size_t nobj = 0;
+	size_t nobj = 0, nread = 0;
 	const char *sel;
 
 	while ((c = getopt_long(argc, argv, ":af:jh", opts, NULL)) != -1) {
@@ -602,9 +707,13 @@ static int cmd_show(int argc, char **argv)
 			json = true;
 			break;
 		case 'f':
+			if (filter)
+				regfree(filter);
+			filter = NULL;
 			if (compile_filter(optarg, &re))
 				return EXIT_USAGE;
 			filter = &re;
+			filter_text = optarg;
 			break;
 		case 'h':
 			usage_show(stdout);
@@ -651,7 +760,7 @@ static int cmd_show(int argc, char **argv)
 			if (v == -1 && !with_vm)
 				continue;
 			err = show_one(&src, ref, vm, v, comm, name, json,
-				       &nobj, filter);
+				       &nobj, &nread, filter);
 			if (!err)
 				continue;
 			if ((err == -ESRCH || err == -EBADF) && !sel)
@@ -671,6 +780,13 @@ static int cmd_show(int argc, char **argv)
 		errmsg("show: writing the output: %s", strerror(errno));
 		return EXIT_FAIL;
 	}
+	/* Statistics were read, and none of them was asked for. */
+	if (!rc && filter && nread && !nobj)
+		rc = no_match("show",
+			      with_vm && !all_vcpus ? "VM " :
+			      !with_vm		    ? "vCPU " :
+						      "",
+			      filter_text);
 	return rc;
 }
 

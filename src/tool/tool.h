@@ -118,6 +118,15 @@ void raise_nofile(void);
 bool first_time(const char *key);
 void skipped_msgs(const struct kvmstats_file *f, int pid, int fd,
 		  void (*say)(void *ctx, const char *line), void *ctx);
+/*
+ * "CMD: no WHATstatistic matches -f 'RE' (kvmstats schema lists them)";
+ * returns EXIT_NOVM.
+ */
+int no_match(const char *cmd, const char *what, const char *re);
+/* The descriptors `schema` shows (main.c); 0 or an exit status, said. */
+int schema_files(const struct source *src, const char *cmd, const char *sel,
+		 bool want_vm, bool want_vcpu, struct kvmstats_file **vmf,
+		 struct kvmstats_file **vcf, bool *tables);
 /* The one-line complaint about an unknown option; returns EXIT_USAGE. */
 int bad_option(const char *cmd, int c, char **argv);
 
@@ -131,6 +140,14 @@ int source_file_open(const struct source *src, struct kvmstats_vmref *ref,
 		     struct kvmstats_file **f);
 void source_names(const struct source *src, int pid, int fd, char *comm,
 		  size_t commlen, char *name, size_t namelen);
+/*
+ * The descriptor table of every VM (@vcpu false) or vCPU (true) of the
+ * host, without a VM: the module's own tables.  KVMSTATS_STATS_DIR's
+ * schema/vm and schema/vcpu; -EOPNOTSUPP from the device, which has no call
+ * for it yet; -ENOENT without them.
+ */
+int source_schema(const struct source *src, bool vcpu,
+		  struct kvmstats_file **f);
 /* Print why listing failed ("KVMSTATS_STATS_DIR /x: ..."); an exit status. */
 int source_list_error(const struct source *src, int err);
 void source_fini(struct source *src);

@@ -1929,6 +1929,29 @@ static void test_escape(void)
 	text_escape_utf8(true);
 }
 
+/*
+ * --write-schema DIR: DIR/schema/vm and DIR/schema/vcpu, the 6.12 tables
+ * as the module's own (a KVMSTATS_STATS_DIR that describes its statistics
+ * without a VM), values all 0.
+ */
+static int write_schema(const char *dir)
+{
+	char sub[512];
+	struct image im;
+
+	make_vcpu_descs();
+	mkdir(dir, 0755);
+	snprintf(sub, sizeof(sub), "%s/schema", dir);
+	mkdir(sub, 0755);
+	im = build("kvm-schema", vm_descs, 15, 120, NULL);
+	close(image_fd(&im, sub, "vm"));
+	free(im.buf);
+	im = build("kvm-schema/vcpu", vcpu_descs, 45, 1104, NULL);
+	close(image_fd(&im, sub, "vcpu"));
+	free(im.buf);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *dir = argc > 1 ? argv[1] : NULL;
@@ -1943,6 +1966,8 @@ int main(int argc, char **argv)
 		synth_free(&sy);
 		return 0;
 	}
+	if (argc == 3 && !strcmp(argv[1], "--write-schema"))
+		return write_schema(argv[2]);
 	if (argc == 3 && !strcmp(argv[1], "--write-crafted"))
 		return write_crafted(argv[2]);
 	if (argc == 6 && !strcmp(argv[1], "--render-bench"))
