@@ -108,7 +108,7 @@ struct host {
 	char left_msg[512]; /* the latest open-file-limit message */
 };
 
-/* Helpers in main.c. */
+/* util.c: what every part of the tool uses. */
 void errmsg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int exit_for(int err);
 int open_device(void);
