@@ -147,10 +147,10 @@ $(TOOL_STATIC_OUT)/kvmstats: $(TOOL_STATIC_SRCS) $(TOOL_HDRS) $(LIB_SRCS) $(LIB_
 	@mkdir -p $(@D)
 	$(USER_CC) -static $(USER_CPPFLAGS) $(USER_CFLAGS) -o $@ $(TOOL_STATIC_SRCS) $(LIB_SRCS) -lm
 
-# The unit tests link the library and the tool's rendering and escaping
-# code (not main); --wrap=ioctl lets them stand in for /dev/kvmstats (a fake
-# device).
-UNIT_TOOL_SRCS := src/tool/render.c src/tool/escape.c
+# The unit tests link the library and the tool's rendering, escaping and
+# identity code (not main); --wrap=ioctl lets them stand in for
+# /dev/kvmstats (a fake device).
+UNIT_TOOL_SRCS := src/tool/render.c src/tool/escape.c src/tool/identity.c
 unit: $(UNIT_OUT)/libkvmstats-test
 	$(UNIT_OUT)/libkvmstats-test $(UNIT_OUT)
 

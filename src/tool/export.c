@@ -94,8 +94,9 @@ int scrape(struct scrape *s, const char **text, size_t *len)
 		struct vmrec *v = &h->vms[i];
 		struct obj o = { .pid = v->pid,
 				 .fd = v->fd,
-				 .name = v->name,
-				 .comm = v->comm };
+				 .name = v->id.name,
+				 .comm = v->id.comm,
+				 .uuid = v->id.uuid };
 		size_t first = n;
 
 		if (v->state != VM_OPEN)

@@ -7,9 +7,10 @@
  * standing for the host (for tests and profiling on machines without the
  * module): each subdirectory PID-FD is a VM whose files vm, vcpu0, vcpu1,
  * ... are stats files (recorded ones, say), read again at every sample,
- * with optionally comm and cmdline files in the format of /proc/PID/; a
- * subdirectory that disappears is a VM that exited.  schema/vm and
- * schema/vcpu, if there, stand for the module's own descriptor tables.
+ * with optionally comm and cmdline files in the format of /proc/PID/
+ * (identity.c reads those); a subdirectory that disappears is a VM that
+ * exited.  schema/vm and schema/vcpu, if there, stand for the module's
+ * own descriptor tables.
  *
  * A followed VM of the device holds a struct kvmstats_vmref: its pidfd
  * names the process without a race when stats fds are opened, and tells
@@ -200,55 +201,6 @@ int source_schema(const struct source *src, bool vcpu, struct kvmstats_file **f)
 	if (err)
 		close(sfd);
 	return err;
-}
-
-/* Up to @len - 1 bytes of file @path into @buf; the count, or -1. */
-static ssize_t read_small(const char *path, char *buf, size_t len)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	ssize_t n;
-
-	if (fd < 0)
-		return -1;
-	n = read(fd, buf, len - 1);
-	close(fd);
-	if (n >= 0)
-		buf[n] = '\0';
-	return n;
-}
-
-/* Read @leaf of the VMM: /proc/PID/LEAF, or DIR/PID-FD/LEAF for a stats dir. */
-static ssize_t read_vmm_file(const struct source *src, int pid, int fd,
-			     const char *leaf, char *buf, size_t len)
-{
-	char path[4096];
-
-	if (src->dir)
-		snprintf(path, sizeof(path), "%s/%d-%d/%s", src->dir, pid, fd,
-			 leaf);
-	else
-		snprintf(path, sizeof(path), "/proc/%d/%s", pid, leaf);
-	return read_small(path, buf, len);
-}
-
-void source_names(const struct source *src, int pid, int fd, char *comm,
-		  size_t commlen, char *name, size_t namelen)
-{
-	char buf[8192];
-	ssize_t n;
-
-	snprintf(comm, commlen, "?");
-	name[0] = '\0';
-	n = read_vmm_file(src, pid, fd, "comm", buf, sizeof(buf));
-	if (n > 0) {
-		/* The kernel ends it in a newline; the name may hold others. */
-		if (buf[n - 1] == '\n')
-			buf[n - 1] = '\0';
-		snprintf(comm, commlen, "%s", buf);
-	}
-	n = read_vmm_file(src, pid, fd, "cmdline", buf, sizeof(buf));
-	if (n > 0)
-		parse_guest_name(buf, (size_t)n, name, namelen);
 }
 
 /* -------------------------------------------------------------- messages */
@@ -483,8 +435,7 @@ static int vm_open(struct host *h, struct vmrec *v, unsigned int nr_vcpus)
 		h->nfds += kvmstats_vmref_pidfd(v->ref) >= 0;
 	/* The names once the pidfd holds the process (no pid reuse). */
 	if (!err)
-		source_names(&h->src, v->pid, v->fd, v->comm, sizeof(v->comm),
-			     v->name, sizeof(v->name));
+		identity_read(&h->src, v->pid, v->fd, &v->id);
 	if (!err && v->ref && kvmstats_vmref_exited(v->ref) == 1)
 		err = -ESRCH;
 	if (!err)

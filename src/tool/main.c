@@ -33,44 +33,27 @@ static int parse_int(const char *s, int min, int max, int *out)
 }
 
 /*
- * The VMs matching @sel: "PID", "PID:FD", or a QEMU guest name; NULL
- * selects all.  Exits with a message when nothing matches.
+ * The VMs matching @sel (identity_selects(): a pid, PID:FD, a QEMU guest
+ * name or UUID); NULL selects all.  Exits with a message when nothing
+ * matches.
  */
 static int select_vms(const struct source *src, const char *sel,
 		      struct kvmstats_vm_info **out)
 {
 	struct kvmstats_vm_info *vms;
-	int n, i, k = 0, pid = -1, fd = -1;
-	char comm[32], name[128];
+	bool by_pid = identity_sel_is_pid(sel);
+	int n, i, k = 0;
 
 	n = source_list(src, &vms);
 	if (n < 0)
 		exit(source_list_error(src, n));
-	if (sel) {
-		const char *colon = strchr(sel, ':');
-		char pidpart[32];
-
-		if (colon && (size_t)(colon - sel) < sizeof(pidpart)) {
-			memcpy(pidpart, sel, (size_t)(colon - sel));
-			pidpart[colon - sel] = '\0';
-			if (parse_int(pidpart, 1, INT_MAX, &pid) ||
-			    parse_int(colon + 1, 0, INT_MAX, &fd))
-				pid = fd = -1;
-		} else if (parse_int(sel, 1, INT_MAX, &pid)) {
-			pid = -1;
-		}
-	}
 	for (i = 0; i < n; i++) {
-		bool keep = !sel;
+		struct vm_identity id;
 
-		if (sel && pid > 0)
-			keep = vms[i].pid == pid && (fd < 0 || vms[i].fd == fd);
-		else if (sel) {
-			source_names(src, vms[i].pid, vms[i].fd, comm,
-				     sizeof(comm), name, sizeof(name));
-			keep = guest_name_is(name, sel);
-		}
-		if (keep)
+		if (sel && !by_pid)
+			identity_read(src, vms[i].pid, vms[i].fd, &id);
+		if (identity_selects(sel, vms[i].pid, vms[i].fd,
+				     sel && !by_pid ? &id : NULL))
 			vms[k++] = vms[i];
 	}
 	if (sel && !k) {
@@ -128,25 +111,26 @@ static int cmd_list(int argc, char **argv)
 		printf("%-8s %5s %6s  %-16s %s\n", "PID", "FD", "VCPUS", "COMM",
 		       "NAME");
 	for (i = 0; i < n; i++) {
-		char comm[32], name[128];
+		struct vm_identity id;
 
-		source_names(&src, vms[i].pid, vms[i].fd, comm, sizeof(comm),
-			     name, sizeof(name));
+		identity_read(&src, vms[i].pid, vms[i].fd, &id);
 		if (json) {
 			printf("%s\n  {\"pid\": %d, \"fd\": %d, \"vcpus\": %u, \"comm\": ",
 			       i ? "," : "", vms[i].pid, vms[i].fd,
 			       vms[i].nr_vcpus);
-			json_string(stdout, comm);
+			json_string(stdout, id.comm);
 			fputs(", \"name\": ", stdout);
-			json_string(stdout, name);
+			json_string(stdout, id.name);
+			fputs(", \"uuid\": ", stdout);
+			json_string(stdout, id.uuid);
 			fputs("}", stdout);
 		} else {
-			char ec[4 * sizeof(comm)], en[4 * sizeof(name)];
+			char ec[4 * sizeof(id.comm)], en[4 * sizeof(id.name)];
 
 			printf("%-8d %5d %6u  %-16s %s\n", vms[i].pid,
 			       vms[i].fd, vms[i].nr_vcpus,
-			       esc(comm, ec, sizeof(ec)),
-			       name[0] ? esc(name, en, sizeof(en)) : "-");
+			       esc(id.comm, ec, sizeof(ec)),
+			       id.name[0] ? esc(id.name, en, sizeof(en)) : "-");
 		}
 	}
 	if (json)
@@ -426,9 +410,9 @@ out:
 static void usage_show(FILE *f)
 {
 	fputs("Usage: kvmstats show [VM] [--vcpu N|all] [-a] [-f REGEX] [--json]\n"
-	      "Print the statistics of VM (PID, PID:FD or QEMU guest name; default:\n"
-	      "every VM).  Values are raw, with their unit; histograms list their\n"
-	      "non-empty buckets.\n"
+	      "Print the statistics of VM (PID, PID:FD, QEMU guest name or UUID;\n"
+	      "default: every VM).  Values are raw, with their unit; histograms list\n"
+	      "their non-empty buckets.\n"
 	      "  --vcpu N|all   the statistics of vCPU N (index), or of every vCPU\n"
 	      "  -a, --all      the VM and every vCPU\n"
 	      "  -f REGEX       only statistics whose name matches (extended regex)\n"
@@ -443,7 +427,7 @@ static void usage_show(FILE *f)
  */
 static int show_one(const struct source *src, struct kvmstats_vmref *ref,
 		    const struct kvmstats_vm_info *vm, int vcpu,
-		    const char *comm, const char *name, bool json, size_t *nobj,
+		    const struct vm_identity *id, bool json, size_t *nobj,
 		    size_t *nread, const regex_t *filter)
 {
 	struct kvmstats_file *f;
@@ -481,8 +465,9 @@ static int show_one(const struct source *src, struct kvmstats_vmref *ref,
 			  .vcpu = vcpu,
 			  .file = f,
 			  .data = buf,
-			  .name = name,
-			  .comm = comm };
+			  .name = id->name,
+			  .comm = id->comm,
+			  .uuid = id->uuid };
 	if (json) {
 		json_result(stdout, &o, filter, *nobj == 0);
 	} else {
@@ -490,10 +475,12 @@ static int show_one(const struct source *src, struct kvmstats_vmref *ref,
 
 		esc(kvmstats_file_id(f), ei, sizeof(ei));
 		if (vcpu < 0)
-			printf("%sVM %d:%d %s (%s%s%s)\n", *nobj ? "\n" : "",
-			       vm->pid, vm->fd, ei, esc(comm, ec, sizeof(ec)),
-			       name[0] ? ", guest " : "",
-			       esc(name, en, sizeof(en)));
+			printf("%sVM %d:%d %s (%s%s%s%s%s)\n",
+			       *nobj ? "\n" : "", vm->pid, vm->fd, ei,
+			       esc(id->comm, ec, sizeof(ec)),
+			       id->name[0] ? ", guest " : "",
+			       esc(id->name, en, sizeof(en)),
+			       id->uuid[0] ? ", uuid " : "", id->uuid);
 		else
 			printf("%svCPU %d of VM %d:%d %s\n", *nobj ? "\n" : "",
 			       vcpu, vm->pid, vm->fd, ei);
@@ -575,7 +562,7 @@ static int cmd_show(int argc, char **argv)
 		int last = all_vcpus ? (int)vm->nr_vcpus - 1 :
 				       (with_vm ? -1 : vcpu);
 		struct kvmstats_vmref *ref = NULL;
-		char comm[32], name[128];
+		struct vm_identity id;
 		int v, err;
 
 		if (!all_vcpus && !with_vm && vcpu >= (int)vm->nr_vcpus) {
@@ -591,13 +578,12 @@ static int cmd_show(int argc, char **argv)
 			rc = open_error(vm, -1, err);
 			break;
 		}
-		source_names(&src, vm->pid, vm->fd, comm, sizeof(comm), name,
-			     sizeof(name));
+		identity_read(&src, vm->pid, vm->fd, &id);
 		for (v = first; v <= last; v++) {
 			if (v == -1 && !with_vm)
 				continue;
-			err = show_one(&src, ref, vm, v, comm, name, json,
-				       &nobj, &nread, filter);
+			err = show_one(&src, ref, vm, v, &id, json, &nobj,
+				       &nread, filter);
 			if (!err)
 				continue;
 			if ((err == -ESRCH || err == -EBADF) && !sel)

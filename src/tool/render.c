@@ -1146,8 +1146,8 @@ static bool plan_labels(struct objplan *op, const struct obj *o)
 
 /*
  * kvm_vm_info: one series of value 1 per VM (each pid, fd of the objects,
- * which come grouped by VM), with what does not fit on every series: the
- * command name and KVM's id string of the VM file.
+ * which come grouped by VM), with what does not fit on every series:
+ * QEMU's UUID, the command name and KVM's id string of the VM file.
  */
 static bool plan_info(struct prom_cache *c, const struct obj *objs, size_t n)
 {
@@ -1157,7 +1157,8 @@ static bool plan_info(struct prom_cache *c, const struct obj *objs, size_t n)
 	if (!n)
 		return true;
 	buf_str(&b, "# HELP kvm_vm_info A VM: its VMM's pid and VM fd, QEMU "
-		    "guest name, command name and KVM id string; always 1.\n"
+		    "guest name and UUID, command name and KVM id string; "
+		    "always 1.\n"
 		    "# TYPE kvm_vm_info gauge\n");
 	for (k = 0; k < n; k = j) {
 		const struct obj *vm = NULL;
@@ -1172,6 +1173,11 @@ static bool plan_info(struct prom_cache *c, const struct obj *objs, size_t n)
 		if (objs[k].name && objs[k].name[0]) {
 			buf_str(&b, ",name=\"");
 			prom_escape(&b, objs[k].name, true);
+			buf_add(&b, "\"", 1);
+		}
+		if (objs[k].uuid && objs[k].uuid[0]) {
+			buf_str(&b, ",uuid=\"");
+			prom_escape(&b, objs[k].uuid, true);
 			buf_add(&b, "\"", 1);
 		}
 		if (objs[k].comm) {
@@ -1436,65 +1442,4 @@ void prom_render(FILE *out, const struct obj *objs, size_t n,
 	if (c && !prom_cache_render(c, objs, n, filter, &text, &len))
 		fwrite(text, 1, len, out);
 	prom_cache_free(c);
-}
-
-/*
- * QEMU's guest name from its command line (NUL-separated arguments):
- * "-name foo", "-name foo,debug-threads=on" or "-name guest=foo,...",
- * where ",," stands for a comma.  Returns 1 if found, else 0.
- */
-int parse_guest_name(const char *cmdline, size_t len, char *name,
-		     size_t namelen)
-{
-	const char *p = cmdline, *end = cmdline + len;
-
-	while (p < end) {
-		size_t l = strnlen(p, (size_t)(end - p));
-		const char *arg = p;
-
-		p += l + 1;
-		if ((strcmp(arg, "-name") && strcmp(arg, "--name")) || p >= end)
-			continue;
-		{
-			const char *v = p,
-				   *vend = p + strnlen(p, (size_t)(end - p));
-			size_t o = 0;
-
-			/* The value is a list of key=value; "guest=" or a bare first. */
-			while (v < vend) {
-				const char *s = v;
-				char item[256];
-				size_t il = 0;
-
-				while (s < vend && il + 1 < sizeof(item)) {
-					if (*s == ',' && s + 1 < vend &&
-					    s[1] == ',') {
-						item[il++] = ',';
-						s += 2;
-						continue;
-					}
-					if (*s == ',')
-						break;
-					item[il++] = *s++;
-				}
-				item[il] = '\0';
-				while (s < vend && *s != ',')
-					s++;
-				if (s < vend)
-					s++;
-				if (!strncmp(item, "guest=", 6)) {
-					snprintf(name, namelen, "%s", item + 6);
-					return 1;
-				}
-				if (v == p && !strchr(item, '=')) {
-					snprintf(name, namelen, "%s", item);
-					o = 1;
-				}
-				v = s;
-			}
-			if (o)
-				return 1;
-		}
-	}
-	return 0;
 }

@@ -30,6 +30,7 @@ struct obj {
 	const void *data; /* a sample of file's data block */
 	const char *name; /* QEMU guest name, "" or NULL: none */
 	const char *comm; /* the VMM's command name, or NULL */
+	const char *uuid; /* QEMU's -uuid, "" or NULL: none */
 };
 
 /* Does @name pass @filter (NULL: everything passes)? */
@@ -125,13 +126,6 @@ const char *prom_cache_text(const struct prom_cache *c, size_t *len);
  * the bytes there are not valid UTF-8 (overlong, surrogate, truncated).
  */
 size_t utf8_seq_len(const unsigned char *p);
-
-/*
- * QEMU's guest name from a NUL-separated command line: "-name foo",
- * "-name foo,debug-threads=on" or "-name guest=foo,...".  1 if found.
- */
-int parse_guest_name(const char *cmdline, size_t len, char *name,
-		     size_t namelen);
 
 /*
  * escape.c: text a VM's owner controls (comm, cmdline, QEMU's -name, the

@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "identity.h"
 #include "libkvmstats.h"
 #include "render.h"
 
@@ -65,8 +66,7 @@ struct vmrec {
 	int pid;
 	int fd;
 	unsigned int nr_vcpus; /* as last listed */
-	char comm[32];
-	char name[128]; /* QEMU -name, or "" */
+	struct vm_identity id; /* read once its vmref holds the process */
 	enum vmstate state;
 	bool listed;  /* seen in the latest list */
 	int vcpu_err; /* why vCPUs nv .. nr_vcpus-1 are not open */
@@ -138,8 +138,6 @@ int source_vmref(const struct source *src, int pid, int fd,
 int source_file_open(const struct source *src, struct kvmstats_vmref *ref,
 		     int pid, int fd, int vcpu, unsigned int flags,
 		     struct kvmstats_file **f);
-void source_names(const struct source *src, int pid, int fd, char *comm,
-		  size_t commlen, char *name, size_t namelen);
 /*
  * The descriptor table of every VM (@vcpu false) or vCPU (true) of the
  * host, without a VM: the module's own tables.  KVMSTATS_STATS_DIR's

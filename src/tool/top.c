@@ -93,23 +93,7 @@ static void tty_setup(void)
 
 static bool vm_selected(const struct top *t, const struct vmrec *v)
 {
-	const char *colon;
-	char *end;
-	long pid, fd;
-
-	if (!t->sel)
-		return true;
-	pid = strtol(t->sel, &end, 10);
-	if (end != t->sel && (*end == '\0' || *end == ':')) {
-		if (pid != v->pid)
-			return false;
-		colon = strchr(t->sel, ':');
-		if (!colon)
-			return true;
-		fd = strtol(colon + 1, &end, 10);
-		return fd == v->fd;
-	}
-	return !strcmp(v->name, t->sel);
+	return identity_selects(t->sel, v->pid, v->fd, &v->id);
 }
 
 static struct row *new_row(struct top *t)
@@ -651,8 +635,8 @@ static void usage_top(FILE *f)
 	fputs("Usage: kvmstats top [VM] [-d SECONDS] [--per vm|vcpu] [-s rate|total|name]\n"
 	      "                    [-f REGEX] [--batch [-n N]] [--csv FILE]\n"
 	      "Live totals and rates per second of the scalar statistics of every VM\n"
-	      "(or of VM: PID, PID:FD or QEMU guest name).  New VMs appear as they\n"
-	      "start; VMs whose process exited stay, marked (exited).\n"
+	      "(or of VM: PID, PID:FD, QEMU guest name or UUID).  New VMs appear as\n"
+	      "they start; VMs whose process exited stay, marked (exited).\n"
 	      "  -d, --interval SECONDS  time between samples (default 1, >= 0.1)\n"
 	      "  --per vm|vcpu           a VM's vCPU stats summed (vm, default) or per vCPU\n"
 	      "  -s, --sort KEY          rate (default), total or name\n"

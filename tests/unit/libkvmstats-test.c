@@ -27,6 +27,7 @@
 #include <linux/kvmstats.h>
 
 #include "libkvmstats.h"
+#include "identity.h"
 #include "render.h"
 #include "json_check.h"
 
@@ -302,6 +303,8 @@ struct synth {
  * stat (other layouts, family order).  With @dir, the files are
  * @dir/PID-FD/vm and vcpuN (a KVMSTATS_STATS_DIR for the tool), else memfds.
  */
+#define SYNTH_UUID "6b1fd3c2-0d34-4e2a-9c1b-3f0e8a6b2d10"
+
 static void synth_make(struct synth *sy, unsigned int vms, unsigned int vcpus,
 		       bool odd, const char *dir)
 {
@@ -374,7 +377,9 @@ static void synth_make(struct synth *sy, unsigned int vms, unsigned int vcpus,
 					      .file = f,
 					      .data = sy->bufs[k],
 					      .name = v == 0 ? "web1" : NULL,
-					      .comm = "qemu-system-x86" };
+					      .comm = "qemu-system-x86",
+					      .uuid = v == 0 ? SYNTH_UUID :
+							       NULL };
 			k++;
 		}
 	}
@@ -956,23 +961,68 @@ static void test_malformed(void)
 	      "kvmstats_strerror explains -errno values");
 }
 
-static void test_guest_name(void)
+/* identity_parse_cmdline() of @len bytes: name and uuid as expected? */
+static bool ident_is(const char *cmdline, size_t len, const char *name,
+		     const char *uuid)
+{
+	struct vm_identity id = { .name = "stale", .uuid = "stale" };
+
+	identity_parse_cmdline(cmdline, len, &id);
+	if (!strcmp(id.name, name) && !strcmp(id.uuid, uuid))
+		return true;
+	printf("# cmdline of %zu bytes: name '%s' uuid '%s', want '%s' '%s'\n",
+	       len, id.name, id.uuid, name, uuid);
+	return false;
+}
+
+#define IDENT_IS(s, name, uuid) ident_is(s, sizeof(s), name, uuid)
+
+static void test_identity(void)
 {
 	static const char a[] = "qemu-system-x86_64\0-m\0512\0-name\0demo\0";
 	static const char b[] = "qemu\0-name\0guest=web,,1,debug-threads=on\0";
 	static const char c[] = "qemu\0-name\0db,process=x\0";
 	static const char d[] = "qemu\0-m\0-name";
-	char n[64] = "";
+	static const char e[] = "qemu\0-name\0guest=vm1,debug-threads=on\0-S\0"
+				"-uuid\0"
+				"6B1FD3C2-0D34-4E2A-9C1B-3F0E8A6B2D10\0-smp\0"
+				"2\0";
+	static const char f[] = "qemu\0--name\0first\0--uuid\0"
+				"6b1fd3c2-0d34-4e2a-9c1b-3f0e8a6b2d10\0"
+				"-name\0debug-threads=on,guest=last\0";
+	static const char g[] = "qemu\0-uuid\0not-a-uuid\0-uuid\0"
+				"6b1fd3c2-0d34-4e2a-9c1b-3f0e8a6b2d1\0";
+	static const char h[] = "qemu\0-name\0x=1,debug-threads=on\0";
+	static const char uuid[] = "6b1fd3c2-0d34-4e2a-9c1b-3f0e8a6b2d10";
+	struct vm_identity id = { .comm = "qemu", .name = "web1" };
 	bool ok;
 
-	ok = parse_guest_name(a, sizeof(a), n, sizeof(n)) && !strcmp(n, "demo");
-	ok = ok && parse_guest_name(b, sizeof(b), n, sizeof(n)) &&
-	     !strcmp(n, "web,1");
-	ok = ok && parse_guest_name(c, sizeof(c), n, sizeof(n)) &&
-	     !strcmp(n, "db");
-	ok = ok && !parse_guest_name(d, sizeof(d), n, sizeof(n));
+	ok = IDENT_IS(a, "demo", "");
+	ok = IDENT_IS(b, "web,1", "") && ok;
+	ok = IDENT_IS(c, "db", "") && ok;
+	ok = IDENT_IS(d, "", "") && ok;
 	check(ok,
 	      "QEMU -name parsing: plain, guest=, ',,' escape, options, missing");
+	ok = IDENT_IS(e, "vm1", uuid);
+	ok = IDENT_IS(f, "last", uuid) && ok;
+	ok = IDENT_IS(g, "", "") && ok;
+	ok = IDENT_IS(h, "", "") && ok;
+	check(ok,
+	      "QEMU -uuid parsing: lower case, --name/--uuid, the last given wins, malformed UUIDs and a first item with a key ignored");
+	snprintf(id.uuid, sizeof(id.uuid), "%s", uuid);
+	ok = identity_selects(NULL, 5, 3, NULL) &&
+	     identity_selects("5", 5, 3, NULL) &&
+	     identity_selects("5:3", 5, 3, NULL) &&
+	     !identity_selects("5:4", 5, 3, &id) &&
+	     !identity_selects("6", 5, 3, &id) &&
+	     identity_selects("web1", 5, 3, &id) &&
+	     !identity_selects("web", 5, 3, &id) &&
+	     identity_selects("6B1FD3C2-0D34-4E2A-9C1B-3F0E8A6B2D10", 5, 3,
+			      &id) &&
+	     identity_sel_is_pid("5:3") && !identity_sel_is_pid("5:x") &&
+	     !identity_sel_is_pid("web1") && !identity_sel_is_pid(NULL);
+	check(ok,
+	      "selecting a VM: pid, PID:FD, guest name, UUID in any case; numbers are pids");
 }
 
 /* A native KVM_GET_STATS_FD fd, when this host has /dev/kvm. */
@@ -1983,7 +2033,7 @@ int main(int argc, char **argv)
 	test_layouts(dir);
 	test_linear();
 	test_malformed();
-	test_guest_name();
+	test_identity();
 	test_escape();
 	test_native();
 	test_golden(dir);

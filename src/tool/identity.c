@@ -1,0 +1,240 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * Who a VM is; see identity.h.
+ */
+#define _GNU_SOURCE
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "identity.h"
+#include "tool.h"
+
+/*
+ * How much of a command line is read.  libvirt puts -name and -uuid near
+ * the start of QEMU's, but a command line can be long (ARG_MAX), and a
+ * -name further on must not be missed for want of room.
+ */
+#define CMDLINE_MAX (256 * 1024)
+
+/* Is @s QEMU's UUID text (8-4-4-4-12 hex digits)? */
+static bool is_uuid(const char *s, size_t n)
+{
+	size_t i;
+
+	if (n != UUID_LEN - 1)
+		return false;
+	for (i = 0; i < n; i++) {
+		if (i == 8 || i == 13 || i == 18 || i == 23) {
+			if (s[i] != '-')
+				return false;
+		} else if (!isxdigit((unsigned char)s[i])) {
+			return false;
+		}
+	}
+	return true;
+}
+
+/* @s into @out (@len bytes of room), cut if it does not fit. */
+static void copy_cut(char *out, size_t len, const char *s)
+{
+	size_t n = strnlen(s, len - 1);
+
+	memcpy(out, s, n);
+	out[n] = '\0';
+}
+
+/*
+ * The value of a -name argument, @v .. @vend: a list of items separated
+ * by commas (",," stands for a comma), each KEY=VALUE but for the first,
+ * which may be a bare value standing for guest=.  The guest name into
+ * @name if the list sets one (then true).
+ */
+static bool name_value(const char *v, const char *vend, char *name,
+		       size_t namelen)
+{
+	bool first = true, found = false;
+
+	while (v < vend) {
+		char item[sizeof(((struct vm_identity *)0)->name) + 8];
+		size_t il = 0;
+
+		while (v < vend) {
+			char c = *v;
+
+			if (c == ',' && v + 1 < vend && v[1] == ',') {
+				v += 2;
+			} else if (c == ',') {
+				break;
+			} else {
+				v++;
+			}
+			if (il + 1 < sizeof(item))
+				item[il++] = c; /* a longer name is cut */
+		}
+		item[il] = '\0';
+		if (v < vend)
+			v++; /* the separating comma */
+		if (!strncmp(item, "guest=", 6)) {
+			copy_cut(name, namelen, item + 6);
+			found = true;
+		} else if (first && !strchr(item, '=')) {
+			copy_cut(name, namelen, item);
+			found = true;
+		}
+		first = false;
+	}
+	return found;
+}
+
+void identity_parse_cmdline(const char *cmdline, size_t len,
+			    struct vm_identity *id)
+{
+	const char *p = cmdline, *end = cmdline + len;
+
+	id->name[0] = '\0';
+	id->uuid[0] = '\0';
+	while (p < end) {
+		const char *arg = p, *v;
+		size_t vl;
+
+		p += strnlen(p, (size_t)(end - p)) + 1;
+		if (p >= end)
+			break; /* an option without its value */
+		if (arg[0] == '-' && arg[1] == '-')
+			arg++;
+		v = p;
+		vl = strnlen(v, (size_t)(end - v));
+		if (!strcmp(arg, "-name")) {
+			name_value(v, v + vl, id->name, sizeof(id->name));
+			p += vl + 1;
+		} else if (!strcmp(arg, "-uuid")) {
+			if (is_uuid(v, vl)) {
+				size_t i;
+
+				for (i = 0; i < vl; i++)
+					id->uuid[i] = (char)tolower(
+						(unsigned char)v[i]);
+				id->uuid[vl] = '\0';
+			}
+			p += vl + 1;
+		}
+	}
+}
+
+/*
+ * Up to @len - 1 bytes of file @leaf of VM @pid:@fd's VMM (/proc/PID/LEAF,
+ * or DIR/PID-FD/LEAF for a stats directory) into @buf, NUL-terminated;
+ * the count, or -1.
+ */
+static ssize_t read_vmm_file(const struct source *src, int pid, int fd,
+			     const char *leaf, char *buf, size_t len)
+{
+	char path[4096];
+	size_t n = 0;
+	int f;
+
+	if (src->dir)
+		snprintf(path, sizeof(path), "%s/%d-%d/%s", src->dir, pid, fd,
+			 leaf);
+	else
+		snprintf(path, sizeof(path), "/proc/%d/%s", pid, leaf);
+	f = open(path, O_RDONLY | O_CLOEXEC);
+	if (f < 0)
+		return -1;
+	while (n + 1 < len) {
+		ssize_t r = read(f, buf + n, len - 1 - n);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		n += (size_t)r;
+	}
+	close(f);
+	buf[n] = '\0';
+	return (ssize_t)n;
+}
+
+void identity_read(const struct source *src, int pid, int fd,
+		   struct vm_identity *id)
+{
+	char *buf = malloc(CMDLINE_MAX);
+	ssize_t n;
+
+	snprintf(id->comm, sizeof(id->comm), "?");
+	id->name[0] = '\0';
+	id->uuid[0] = '\0';
+	if (!buf)
+		return;
+	n = read_vmm_file(src, pid, fd, "comm", buf, sizeof(id->comm));
+	if (n > 0) {
+		/* The kernel ends it in a newline; the name may hold others. */
+		if (buf[n - 1] == '\n')
+			buf[n - 1] = '\0';
+		copy_cut(id->comm, sizeof(id->comm), buf);
+	}
+	n = read_vmm_file(src, pid, fd, "cmdline", buf, CMDLINE_MAX);
+	if (n > 0)
+		identity_parse_cmdline(buf, (size_t)n, id);
+	free(buf);
+}
+
+/* A decimal number 0 .. INT_MAX in @s .. @end, whole. */
+static bool parse_num(const char *s, const char *end, int *out)
+{
+	long long v = 0;
+
+	if (s == end)
+		return false;
+	for (; s < end; s++) {
+		if (!isdigit((unsigned char)*s))
+			return false;
+		v = v * 10 + (*s - '0');
+		if (v > INT_MAX)
+			return false;
+	}
+	*out = (int)v;
+	return true;
+}
+
+/* @sel as PID (fd -1) or PID:FD: true if it is one. */
+static bool sel_pid(const char *sel, int *pid, int *fd)
+{
+	const char *colon = strchr(sel, ':'), *end = sel + strlen(sel);
+
+	*fd = -1;
+	if (!colon)
+		return parse_num(sel, end, pid) && *pid > 0;
+	return parse_num(sel, colon, pid) && *pid > 0 &&
+	       parse_num(colon + 1, end, fd);
+}
+
+bool identity_sel_is_pid(const char *sel)
+{
+	int pid, fd;
+
+	return sel && sel_pid(sel, &pid, &fd);
+}
+
+bool identity_selects(const char *sel, int pid, int fd,
+		      const struct vm_identity *id)
+{
+	int spid, sfd;
+
+	if (!sel)
+		return true;
+	if (sel_pid(sel, &spid, &sfd))
+		return spid == pid && (sfd < 0 || sfd == fd);
+	if (!id)
+		return false;
+	if (id->uuid[0] && !strcasecmp(id->uuid, sel))
+		return true;
+	return guest_name_is(id->name, sel); /* raw, or as shown escaped */
+}

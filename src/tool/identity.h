@@ -1,0 +1,63 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * Who a VM is: its VMM process (pid, command name, command line), what
+ * QEMU was told to call it (-name, -uuid), and how a user names it on the
+ * command line.  Every command (list, schema, show, top, export) asks
+ * here, so a VM is called the same everywhere.
+ *
+ * Everything here is read from the VMM's /proc/PID directory, or, with
+ * KVMSTATS_STATS_DIR, from the synthetic host's DIR/PID-FD, whose files
+ * have the same names and formats (see kvmstats(1), ENVIRONMENT).  This
+ * file calls nothing of the rest of the tool but escape.c (how a name is
+ * shown): the commands and host.c call it, never the other way round.
+ */
+#ifndef KVMSTATS_IDENTITY_H
+#define KVMSTATS_IDENTITY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+struct source;
+
+/* QEMU's canonical UUID text: 8-4-4-4-12 hex digits and a NUL. */
+#define UUID_LEN 37
+
+struct vm_identity {
+	char comm[32];	     /* the VMM's command name; "?" if unreadable */
+	char name[128];	     /* QEMU's -name (guest=), or "" */
+	char uuid[UUID_LEN]; /* QEMU's -uuid in lower case, or "" */
+};
+
+/*
+ * QEMU's guest name and UUID from its command line (@len bytes of
+ * NUL-separated arguments, as /proc/PID/cmdline has them), into @id's
+ * name and uuid (both "" when absent).  As QEMU reads them: "-name foo",
+ * "-name guest=foo,debug-threads=on" (the first item without a key is the
+ * guest name; ",," is a comma) and "-uuid 8-4-4-4-12", "--name" and
+ * "--uuid" alike, the last one given winning; a -uuid QEMU would refuse
+ * is ignored.
+ */
+void identity_parse_cmdline(const char *cmdline, size_t len,
+			    struct vm_identity *id);
+
+/*
+ * Who VM @pid:@fd of @src is: its VMM's comm and, from its command line,
+ * QEMU's name and UUID.  What cannot be read stays "?" (comm) or "".
+ */
+void identity_read(const struct source *src, int pid, int fd,
+		   struct vm_identity *id);
+
+/*
+ * Does @sel, as a user gives it on the command line, select VM @pid:@fd
+ * called @id?  @sel is a pid (every VM of that process), PID:FD, a QEMU
+ * guest name (as it is, or as the text output shows it escaped) or a
+ * UUID (in any case); NULL selects every VM.  Numbers name pids, never
+ * guest names.  @id may be NULL when identity_sel_is_pid(@sel).
+ */
+bool identity_selects(const char *sel, int pid, int fd,
+		      const struct vm_identity *id);
+
+/* Does @sel look like a pid or PID:FD (not a guest name or UUID)? */
+bool identity_sel_is_pid(const char *sel);
+
+#endif /* KVMSTATS_IDENTITY_H */
