@@ -840,6 +840,8 @@ static void strset_free(struct strset *set)
 struct prom_cache {
 	bool valid;
 	const regex_t *filter;
+	prom_keep_fn keep;
+	void *keep_ctx;
 	struct objplan *o;
 	size_t no;
 	struct family *f;
@@ -853,6 +855,13 @@ struct prom_cache {
 struct prom_cache *prom_cache_new(void)
 {
 	return calloc(1, sizeof(struct prom_cache));
+}
+
+void prom_cache_set_keep(struct prom_cache *c, prom_keep_fn keep, void *ctx)
+{
+	c->keep = keep;
+	c->keep_ctx = ctx;
+	c->valid = false;
 }
 
 void prom_cache_reset(struct prom_cache *c)
@@ -967,9 +976,10 @@ static bool plan_le(struct family *fam, const struct kvmstats_stat *proto)
  * (*@bad).  Members whose descriptor differs from @proto are left out
  * (*@conflict).  False: out of memory.
  */
-static bool plan_family(struct family *fam, const struct kvmstats_stat *proto,
-			unsigned int hint, const struct obj *objs, size_t k,
-			size_t n, struct strset *names, bool *taken, bool *bad,
+static bool plan_family(const struct prom_cache *c, struct family *fam,
+			const struct kvmstats_stat *proto, unsigned int hint,
+			const struct obj *objs, size_t k, size_t n,
+			struct strset *names, bool *taken, bool *bad,
 			bool *conflict)
 {
 	const struct obj *first = &objs[k];
@@ -984,6 +994,22 @@ static bool plan_family(struct family *fam, const struct kvmstats_stat *proto,
 
 	memset(fam, 0, sizeof(*fam));
 	*taken = *bad = *conflict = false;
+	/* The family's kind of object (VM, vCPU or vCPU sum): its first kept. */
+	for (j = k; c->keep && j < n; j++) {
+		const struct obj *o = &objs[j];
+		int idx;
+
+		if (obj_is_vcpu(o) != vcpu)
+			continue;
+		idx = stat_index(o->file, proto->name, hint);
+		if (idx >= 0 &&
+		    c->keep(c->keep_ctx, o,
+			    kvmstats_file_stat(o->file, (unsigned int)idx)))
+			break;
+	}
+	if (c->keep && j == n)
+		return true; /* no object has series of it: no family */
+	first = &objs[j < n ? j : k];
 	prom_name(proto, vcpu, name, sizeof(name));
 	raw_unit(proto, unit, sizeof(unit));
 	fam->hist = kvmstats_is_hist(proto);
@@ -1035,6 +1061,8 @@ static bool plan_family(struct family *fam, const struct kvmstats_stat *proto,
 		if (idx < 0)
 			continue;
 		s = kvmstats_file_stat(o->file, (unsigned int)idx);
+		if (c->keep && !c->keep(c->keep_ctx, o, s))
+			continue;
 		if (s->type != proto->type || s->size != proto->size ||
 		    s->flags != proto->flags ||
 		    s->exponent != proto->exponent ||
@@ -1273,14 +1301,14 @@ static bool plan_build(struct prom_cache *c, const struct obj *objs, size_t n,
 					room = rm;
 				}
 				c->nf++;
-				if (!plan_family(&c->f[c->nf - 1], s, i, objs,
-						 k, n, &names, &taken, &bad,
-						 &conflict))
+				if (!plan_family(c, &c->f[c->nf - 1], s, i,
+						 objs, k, n, &names, &taken,
+						 &bad, &conflict))
 					goto out;
 				c->skipped.conflict += conflict;
 				c->skipped.collision += taken;
 				c->skipped.bad_name += bad;
-				if (taken || bad)
+				if (taken || bad || !c->f[c->nf - 1].head)
 					c->nf--;
 			}
 		}

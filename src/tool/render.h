@@ -93,6 +93,18 @@ struct prom_cache;
 struct prom_cache *prom_cache_new(void);
 void prom_cache_reset(struct prom_cache *c);
 void prom_cache_free(struct prom_cache *c);
+
+/*
+ * Which objects a statistic has series for, beyond the filter: @keep
+ * (NULL: all) is asked once per object and statistic when the cache plans
+ * an exposition, and a family has only the objects it keeps (none: no
+ * family).  It must answer the same for the same object and statistic
+ * for as long as the cache lives; export's collectors and its per-vCPU /
+ * per-VM split are such a policy.
+ */
+typedef bool (*prom_keep_fn)(void *ctx, const struct obj *o,
+			     const struct kvmstats_stat *s);
+void prom_cache_set_keep(struct prom_cache *c, prom_keep_fn keep, void *ctx);
 int prom_cache_render(struct prom_cache *c, const struct obj *objs, size_t n,
 		      const regex_t *filter, const char **text, size_t *len);
 
