@@ -1100,8 +1100,17 @@ static struct tool_size *cur_tool;
 static double export_run(int n)
 {
 	char port[32], cnt[16];
-	char *argv[] = { (char *)tool_path, "export", "--listen", port,
-			 "--max-requests",  cnt,      NULL };
+	/* Every series, as before the defaults were cut (issue 20). */
+	char *argv[] = { (char *)tool_path,
+			 "export",
+			 "--listen",
+			 port,
+			 "--per",
+			 "vcpu",
+			 "--collector.histograms",
+			 "--test.exit-after-connections",
+			 cnt,
+			 NULL };
 	int i, status;
 	pid_t pid;
 	long bytes;

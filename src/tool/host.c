@@ -55,6 +55,24 @@ void source_init(struct source *src)
 	src->devfd = src->dir ? -1 : open_device();
 }
 
+int source_open(struct source *src)
+{
+	const char *d = getenv("KVMSTATS_STATS_DIR");
+
+	src->dir = d && *d ? d : NULL;
+	src->devfd = -1;
+	if (src->dir)
+		return 0;
+	src->devfd = kvmstats_open_device();
+	if (src->devfd < 0) {
+		int err = src->devfd;
+
+		src->devfd = -1;
+		return err;
+	}
+	return 0;
+}
+
 void source_fini(struct source *src)
 {
 	if (src->devfd >= 0)

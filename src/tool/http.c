@@ -49,6 +49,7 @@
 #include <zlib.h>
 
 #include "http.h"
+#include "log.h"
 #include "tool.h"
 #include "webconfig.h"
 
@@ -58,13 +59,15 @@
 #define MAX_POOL       4	  /* MHD threads per address */
 
 static const char metrics_type[] = "text/plain; version=0.0.4; charset=utf-8";
-static const char landing_page[] =
+/* The telemetry path is made of [A-Za-z0-9/._-] (export.c checks it). */
+static const char landing_fmt[] =
 	"<!DOCTYPE html>\n"
 	"<html><head><meta charset=\"utf-8\"><title>kvmstats exporter</title></head>\n"
 	"<body><h1>kvmstats exporter</h1>\n"
 	"<p>KVM statistics of every VM and vCPU on this host, in the Prometheus text format.</p>\n"
-	"<p><a href=\"metrics\">Metrics</a></p>\n"
+	"<p><a href=\"%s\">Metrics</a></p>\n"
 	"</body></html>\n";
+static char landing_page[sizeof(landing_fmt) + 256];
 
 /* One scrape's answer, shared by every request that waited for it. */
 struct result {
@@ -114,10 +117,11 @@ static struct server {
 	gnutls_x509_trust_list_t trust; /* client CAs, to verify clients */
 	http_render_fn render;
 	void *ctx;
+	const char *telemetry_path;
 	struct queue scrapes, auths;
 	struct MHD_Daemon *d[HTTP_MAX_LISTEN];
 	size_t nd;
-	int wake[2]; /* self-pipe: signals and --max-requests end the wait */
+	int wake[2]; /* self-pipe: signals and --test.exit-after-connections end the wait */
 	long max_conns;
 	unsigned long closed;
 	unsigned char mac_key[32];
@@ -354,16 +358,19 @@ static struct result *scrape_once(bool want_gzip)
 	if (!r)
 		return NULL;
 	r->refs = 1;
+	text = NULL;
 	err = srv.render(srv.ctx, &text, &len);
 	if (err) {
 		char msg[160];
-		int n = snprintf(msg, sizeof(msg), "kvmstats: %s\n",
-				 kvmstats_strerror(err));
 
+		if (!text || !len) {
+			len = (size_t)snprintf(msg, sizeof(msg),
+					       "kvmstats: scrape failed: %s\n",
+					       kvmstats_strerror(err));
+			text = msg;
+		}
 		r->status = MHD_HTTP_INTERNAL_SERVER_ERROR;
-		text = msg;
-		len = (size_t)n;
-		errmsg("export: scrape failed: %s", kvmstats_strerror(err));
+		logmsg(LOG_ERROR, "export: %.*s", (int)(len - 1), text);
 	} else {
 		r->status = MHD_HTTP_OK;
 	}
@@ -840,7 +847,7 @@ static enum MHD_Result serve(struct request *rq, const char *url,
 		}
 		rq->authed = true;
 	}
-	if (!strcmp(url, "/metrics")) {
+	if (!strcmp(url, srv.telemetry_path)) {
 		if (!get && !head)
 			return respond(c, MHD_HTTP_METHOD_NOT_ALLOWED,
 				       "text/plain; charset=utf-8",
@@ -1065,6 +1072,10 @@ int http_serve(const struct http_opts *o, http_render_fn render, void *ctx)
 	}
 	srv.render = render;
 	srv.ctx = ctx;
+	srv.telemetry_path = o->telemetry_path;
+	snprintf(landing_page, sizeof(landing_page), landing_fmt,
+		 strcmp(o->telemetry_path, "/metrics") ? o->telemetry_path :
+							 "metrics");
 	srv.max_conns = o->max_requests;
 	srv.scrapes.tail = &srv.scrapes.head;
 	srv.auths.tail = &srv.auths.head;
@@ -1108,10 +1119,9 @@ int http_serve(const struct http_opts *o, http_render_fn render, void *ctx)
 		}
 		srv.nd++;
 		di = MHD_get_daemon_info(srv.d[i], MHD_DAEMON_INFO_BIND_PORT);
-		fprintf(stderr,
-			"kvmstats: export: serving %s on %s (port %u)\n",
-			srv.wc && srv.wc->tls ? "https" : "http", o->listen[i],
-			di ? di->port : 0);
+		logmsg(LOG_INFO, "export: serving %s on %s (port %u)",
+		       srv.wc && srv.wc->tls ? "https" : "http", o->listen[i],
+		       di ? di->port : 0);
 	}
 	if (!rc) {
 		sigaction(SIGINT, &sa, NULL);

@@ -5,6 +5,7 @@
 #ifndef KVMSTATS_HTTP_H
 #define KVMSTATS_HTTP_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #define HTTP_MAX_LISTEN 8
@@ -14,14 +15,18 @@
 struct http_opts {
 	const char *listen[HTTP_MAX_LISTEN]; /* ADDR:PORT, a server each */
 	size_t nlisten;
-	const char *web_config;	      /* exporter-toolkit web config, or NULL */
+	bool systemd_socket;	    /* serve the sockets of LISTEN_FDS */
+	bool serving;		    /* listen addresses or systemd's sockets */
+	const char *telemetry_path; /* /metrics */
+	const char *web_config;	    /* exporter-toolkit web config, or NULL */
 	unsigned int max_connections; /* per address */
 	long max_requests; /* exit after that many connections; -1: never */
 };
 
 /*
  * Render a complete exposition into *@text (valid until the next call),
- * *@len bytes; 0 or -errno.  Called from one thread at a time.
+ * *@len bytes; 0, or -errno and *@text a line saying what failed.  Called
+ * from one thread at a time.
  */
 typedef int (*http_render_fn)(void *ctx, const char **text, size_t *len);
 

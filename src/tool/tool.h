@@ -112,6 +112,8 @@ struct host {
 void errmsg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int exit_for(int err);
 int open_device(void);
+/* Why /dev/kvmstats could not be opened (-@err), with what to do. */
+void device_error(int err, char *buf, size_t len);
 int compile_filter(const char *re, regex_t *out);
 double now_mono(void);
 void raise_nofile(void);
@@ -132,6 +134,8 @@ int bad_option(const char *cmd, int c, char **argv);
 
 /* host.c: the source of VMs. */
 void source_init(struct source *src); /* exits if there is none */
+/* The same without exiting: 0, or -errno (src->devfd stays -1). */
+int source_open(struct source *src);
 int source_list(const struct source *src, struct kvmstats_vm_info **vms);
 int source_vmref(const struct source *src, int pid, int fd,
 		 struct kvmstats_vmref **ref);
@@ -161,13 +165,44 @@ void host_flush_msgs(struct host *h);
 void host_fini(struct host *h);
 
 /*
+ * export.c: which series an exposition has (kvmstats(1), SERIES BUDGET).
+ * Collectors pick kinds of statistics; per picks how vCPU statistics are
+ * grouped: PER_AUTO has the few a per-vCPU view needs (exits, halt
+ * polling) per vCPU and every other one summed per VM.
+ */
+enum export_per { PER_AUTO, PER_VM, PER_VCPU };
+enum {
+	COLL_VM = 1 << 0,	  /* VM statistics */
+	COLL_VCPU = 1 << 1,	  /* vCPU statistics */
+	COLL_HISTOGRAMS = 1 << 2, /* histograms, of the above */
+	COLL_DEFAULT = COLL_VM | COLL_VCPU,
+};
+
+struct export_select {
+	const regex_t *include; /* -f, or NULL */
+	const regex_t *exclude; /* --exclude, or NULL */
+	enum export_per per;
+	unsigned int collectors;
+	bool no_exporter_metrics; /* --web.disable-exporter-metrics */
+};
+
+/* Is vCPU statistic @name one PER_AUTO serves per vCPU? */
+bool export_per_vcpu_stat(const char *name);
+
+/*
  * export.c: what the exporter keeps between scrapes.  scrape() is the seam
  * the HTTP server calls (see its comment in export.c for thread safety).
  */
 struct scrape {
 	struct host host;
-	const regex_t *filter;
-	bool per_vm; /* --per vm: a VM's vCPU statistics summed */
+	struct source *src;
+	bool serving;	    /* --listen: a missing source is logged */
+	bool ready;	    /* host_init() done: the source opened */
+	size_t fd_reserve;  /* fds kept for the server's sockets */
+	int src_err;	    /* why the source cannot be read, or 0 */
+	char src_what[160]; /* what was being read */
+	char err_text[320]; /* a failed scrape, said in the 500's body */
+	struct export_select sel;
 	struct prom_cache *cache;
 	unsigned long cache_gen;
 	struct obj *objs;
@@ -175,8 +210,8 @@ struct scrape {
 	unsigned long long scrapes;
 };
 
-int scrape_init(struct scrape *s, const struct source *src,
-		const regex_t *filter, bool per_vm);
+int scrape_init(struct scrape *s, struct source *src,
+		const struct export_select *sel);
 int scrape(struct scrape *s, const char **text, size_t *len);
 void scrape_fini(struct scrape *s);
 

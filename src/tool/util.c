@@ -8,20 +8,29 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <getopt.h>
+#include <grp.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "log.h"
 #include "tool.h"
 
 void errmsg(const char *fmt, ...)
 {
 	va_list ap;
 
+	va_start(ap, fmt);
+	if (log_errmsg(fmt, ap)) {
+		va_end(ap);
+		return;
+	}
+	va_end(ap);
 	fflush(stdout);
 	fputs("kvmstats: ", stderr);
 	va_start(ap, fmt);
@@ -50,18 +59,65 @@ int exit_for(int err)
 	return EXIT_FAIL;
 }
 
+/*
+ * Why /dev/kvmstats could not be opened, and what would fix it: for
+ * permission denied, who the node belongs to and the udev rule that gives
+ * it to the group kvmstats.
+ */
+void device_error(int err, char *buf, size_t len)
+{
+	const char *dev = "/dev/kvmstats";
+	struct group *gr;
+	char group[64];
+	struct stat st;
+	FILE *grf;
+
+	err = err < 0 ? -err : err;
+	if (err == ENOENT || err == ENXIO || err == ENODEV) {
+		snprintf(buf, len, "%s: %s (is the kvmstats module loaded?)",
+			 dev, strerror(err));
+		return;
+	}
+	if ((err != EACCES && err != EPERM) || stat(dev, &st)) {
+		snprintf(buf, len, "%s: %s", dev, strerror(err));
+		return;
+	}
+	gr = NULL;
+	/* The group file itself, not NSS: the static build has no NSS. */
+	grf = fopen("/etc/group", "re");
+	while (grf && (gr = fgetgrent(grf)) && gr->gr_gid != st.st_gid)
+		;
+	if (gr)
+		snprintf(group, sizeof(group), "%s", gr->gr_name);
+	else
+		snprintf(group, sizeof(group), "gid %u",
+			 (unsigned int)st.st_gid);
+	if (grf)
+		fclose(grf);
+	if (!strcmp(group, "kvmstats"))
+		snprintf(
+			buf, len,
+			"%s: %s (it is readable by root and the group kvmstats, mode %04o: add the user to the group, adduser USER kvmstats, or run the exporter with SupplementaryGroups=kvmstats)",
+			dev, strerror(err), (unsigned int)(st.st_mode & 07777));
+	else
+		snprintf(
+			buf, len,
+			"%s: %s (it belongs to the group %s, mode %04o: the udev rule 60-kvmstats.rules that gives it to the group kvmstats is not installed or not applied; install it from packaging/udev/ into /etc/udev/rules.d/ and run udevadm trigger, or run as root)",
+			dev, strerror(err), group,
+			(unsigned int)(st.st_mode & 07777));
+}
+
 int open_device(void)
 {
 	int fd = kvmstats_open_device();
+	char why[512];
 
 	if (fd >= 0)
 		return fd;
-	if (fd == -ENOENT || fd == -ENXIO || fd == -ENODEV) {
-		errmsg("%s: %s (is the kvmstats module loaded?)",
-		       "/dev/kvmstats", kvmstats_strerror(fd));
+	device_error(fd, why, sizeof(why));
+	errmsg("%s", why);
+	if (fd == -ENOENT || fd == -ENXIO || fd == -ENODEV)
 		exit(EXIT_NODEV);
-	}
-	errmsg("%s: %s", "/dev/kvmstats", kvmstats_strerror(fd));
 	exit(exit_for(fd));
 }
 

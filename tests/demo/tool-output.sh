@@ -28,8 +28,8 @@ run kvmstats show web1 --vcpu all -f '^(exits|io_exits|halt_exits|halt_wait_ns|h
 run kvmstats show db --vcpu 0 --json -f '^(io_exits|halt_wait_hist|blocking|guest_mode)$'
 run kvmstats top --batch -n 1 -d 1 --per vcpu -f '^(exits|io_exits|halt_exits)$'
 run kvmstats top --batch -n 1 -d 1 --sort total -f '^(exits|pages_4k)$'
-echo "\$ kvmstats export -f '^(io_exits|halt_wait_ns|halt_wait_hist|blocking|pages_4k)$' | head -n 40"
-kvmstats export -f '^(io_exits|halt_wait_ns|halt_wait_hist|blocking|pages_4k)$' | head -n 40
+echo "\$ kvmstats export --per vcpu --collector.histograms -f '^(io_exits|halt_wait_ns|halt_wait_hist|blocking|pages_4k)$' | head -n 40"
+kvmstats export --per vcpu --collector.histograms -f '^(io_exits|halt_wait_ns|halt_wait_hist|blocking|pages_4k)$' | head -n 40
 echo
 run kvmstats show no-such-guest || echo "(exit status $?)"
 DEMO

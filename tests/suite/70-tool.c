@@ -12,6 +12,7 @@
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
@@ -382,7 +383,8 @@ static void check_values(struct vm *vm, int nfd, const char *what, bool hists,
 		what, h->num_desc);
 
 	/* Prometheus. */
-	rc = run(TOOL " export");
+	/* Every series: per vCPU, with the histograms (not the default). */
+	rc = run(TOOL " export --per vcpu --collector.histograms");
 	tap_check(rc == 0 &&
 			  strstr(out, "# TYPE kvm_vcpu_exits_total counter\n"),
 		  "%s: export exits 0 and has kvm_vcpu_exits_total", what);
@@ -597,6 +599,124 @@ static void check_top_lifecycle(void)
 	tap_check(WIFEXITED(st), "top --batch ends cleanly on SIGTERM");
 }
 
+/*
+ * @argv as uid and gid 65534 with no groups, its stderr into out[]; its
+ * exit status.  /dev/kvmstats is root:root 0600 in the guest (no udev).
+ */
+static int run_unprivileged(char *const argv[])
+{
+	size_t n = 0;
+	ssize_t r;
+	int p[2], st;
+	pid_t pid;
+
+	out[0] = '\0';
+	if (pipe(p))
+		return -1;
+	pid = fork();
+	if (pid == 0) {
+		dup2(p[1], 2);
+		close(p[0]);
+		if (setgroups(0, NULL) || setgid(65534) || setuid(65534))
+			_exit(125);
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	close(p[1]);
+	while (n + 1 < sizeof(out) &&
+	       (r = read(p[0], out + n, sizeof(out) - 1 - n)) > 0)
+		n += (size_t)r;
+	out[n] = '\0';
+	close(p[0]);
+	waitpid(pid, &st, 0);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/*
+ * Permission denied on the device names its owner, mode and the udev
+ * rule; the exporter, not allowed to read it, serves
+ * kvmstats_exporter_scrape_success 0 and says why, once.
+ */
+static void check_no_permission(void)
+{
+	char *list[] = { TOOL, "list", NULL };
+	char *exp[] = { TOOL,
+			"export",
+			"--listen",
+			"127.0.0.1:9479",
+			"--test.exit-after-connections",
+			"2",
+			NULL };
+	struct sockaddr_in a = { .sin_family = AF_INET,
+				 .sin_port = htons(9479),
+				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	char buf[65536];
+	size_t n = 0;
+	ssize_t r;
+	int rc, s = -1, i, st;
+	pid_t srv;
+
+	rc = run_unprivileged(list);
+	tap_check(
+		rc == 4 && strstr(out, "/dev/kvmstats: Permission denied") &&
+			strstr(out, "belongs to the group root, mode 0600") &&
+			strstr(out, "udev rule 60-kvmstats.rules"),
+		"list as an unprivileged user: exit 4 (%d), the message names the group, mode and udev rule",
+		rc);
+	if (rc != 4 || !strstr(out, "udev rule"))
+		tap_diag("%s", out);
+
+	if (system("ip link set lo up 2>/dev/null || ifconfig lo up 2>/dev/null")) {
+		/* The loopback may already be up. */
+	}
+	srv = fork();
+	if (srv == 0) {
+		char *const *argv = exp;
+		int fd = open("/tmp/unpriv-exporter.log",
+			      O_WRONLY | O_CREAT | O_TRUNC, 0644);
+
+		if (fd < 0 || dup2(fd, 2) < 0 || setgroups(0, NULL) ||
+		    setgid(65534) || setuid(65534))
+			_exit(125);
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	for (i = 0; i < 50; i++) {
+		s = socket(AF_INET, SOCK_STREAM, 0);
+		if (!connect(s, (struct sockaddr *)&a, sizeof(a)))
+			break;
+		close(s);
+		s = -1;
+		msleep(100);
+	}
+	if (s >= 0 && write(s, "GET /metrics HTTP/1.0\r\n\r\n", 25) == 25)
+		while (n + 1 < sizeof(buf) &&
+		       (r = read(s, buf + n, sizeof(buf) - 1 - n)) > 0)
+			n += (size_t)r;
+	buf[n] = '\0';
+	if (s >= 0)
+		close(s);
+	/* The second connection ends it. */
+	s = socket(AF_INET, SOCK_STREAM, 0);
+	if (connect(s, (struct sockaddr *)&a, sizeof(a)))
+		kill(srv, SIGTERM);
+	close(s);
+	waitpid(srv, &st, 0);
+	tap_check(
+		!strncmp(buf, "HTTP/1.1 200 OK", 15) &&
+			strstr(buf, "\nkvmstats_exporter_scrape_success 0\n") &&
+			!strstr(buf, "\nkvm_vcpu_"),
+		"export --listen without permission on the device keeps serving: 200, kvmstats_exporter_scrape_success 0, no KVM series");
+	rc = run("cat /tmp/unpriv-exporter.log");
+	tap_check(rc == 0 && strstr(out, "level=error") &&
+			  strstr(out, "cannot read the VMs") &&
+			  strstr(out, "Permission denied") &&
+			  strstr(out, "udev rule"),
+		  "... and logs why, at error, with the udev rule");
+	if (!strstr(out, "udev rule"))
+		tap_diag("%s", out);
+}
+
 static void check_errors(struct vm *vm)
 {
 	char cmd[256];
@@ -640,7 +760,7 @@ static void check_http(void)
 	srv = fork();
 	if (srv == 0) {
 		execl(TOOL, "kvmstats", "export", "--listen", "127.0.0.1:9477",
-		      "--max-requests", "2", (char *)NULL);
+		      "--test.exit-after-connections", "2", (char *)NULL);
 		_exit(127);
 	}
 	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -682,8 +802,9 @@ static void check_http(void)
 			  strstr(buf, "# TYPE kvm_"),
 		  "export --listen serves /metrics");
 	waitpid(srv, &st, 0);
-	tap_check(WIFEXITED(st) && WEXITSTATUS(st) == 0,
-		  "export --listen exits 0 after --max-requests");
+	tap_check(
+		WIFEXITED(st) && WEXITSTATUS(st) == 0,
+		"export --listen exits 0 after --test.exit-after-connections");
 }
 
 int main(void)
@@ -705,6 +826,7 @@ int main(void)
 	check_values(halted, nfd, "halted vCPU", false, false);
 	close(nfd);
 	check_errors(halted);
+	check_no_permission();
 
 	/*
 	 * Histograms with data: an in-kernel irqchip VM whose vCPU sleeps in

@@ -887,10 +887,15 @@ static void check_top_after(unsigned int alive, unsigned int exited)
 static void check_kill_during_sweep(void)
 {
 	char port[32];
-	char *exp_argv[] = {
-		TOOL, "export", "--listen",	      port, "--max-requests",
-		"3",  "-f",	"^(exits|io_exits)$", NULL
-	};
+	char *exp_argv[] = { TOOL,
+			     "export",
+			     "--listen",
+			     port,
+			     "--test.exit-after-connections",
+			     "3",
+			     "-f",
+			     "^(exits|io_exits)$",
+			     NULL };
 	char *top_argv[] = { TOOL,    "top", "--batch", "-d",	   "0.5",
 			     "--per", "vm",  "-f",	"^exits$", NULL };
 	unsigned int bad_vms, bad_vcpus, before;
