@@ -24,6 +24,15 @@
  * arrived; every request waiting when a scrape starts shares its result.
  * Scrapes are therefore serialized (the renderer is not thread-safe) and
  * never stale by more than one scrape.
+ *
+ * The listening sockets are the exporter's own (--listen) or systemd's
+ * (--web.systemd-socket).  A plain listener is libmicrohttpd's; a TLS
+ * listener is accepted by the TLS front thread, which looks at each
+ * connection's first byte: a handshake goes on to libmicrohttpd, plain
+ * HTTP gets a 400 saying to use https.  Each TLS session gets the
+ * credentials of the web config current when it starts (struct cfg,
+ * reloaded on SIGHUP and when its files change), and handshake hooks
+ * that refuse with the right alert and log the peer and the reason.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -43,7 +52,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -86,8 +97,34 @@ enum rq_state {
 	RQ_REFUSED,   /* the server is stopping */
 };
 
+/*
+ * A loaded web config and what TLS makes of it, shared by reference: a
+ * connection keeps the one it started with, a request the one it arrived
+ * with, and a reload (SIGHUP, or a file it names that changed) swaps in a
+ * new one without disturbing either.
+ */
+struct stamp {
+	dev_t dev;
+	ino_t ino;
+	off_t size;
+	struct timespec mtime, ctime;
+};
+
+#define CFG_FILES 4 /* the config, cert_file, key_file, client_ca_file */
+
+struct cfg {
+	unsigned int refs;
+	unsigned long gen; /* 1, 2, ...: which load this is */
+	struct web_config *wc;
+	gnutls_certificate_credentials_t cred; /* certificate, key, CA names */
+	gnutls_priority_t prio;
+	gnutls_x509_trust_list_t trust; /* client CAs, to verify clients */
+	struct stamp stamps[CFG_FILES];
+};
+
 struct request {
 	struct MHD_Connection *conn;
+	struct cfg *cfg;
 	enum rq_state state;
 	bool authed;
 	bool auth_ok;
@@ -107,20 +144,37 @@ struct queue {
 };
 
 struct cred {
-	unsigned char mac[32]; /* HMAC-SHA256 of user NUL password */
+	unsigned char
+		mac[32]; /* HMAC-SHA256 of config gen, user NUL password */
 	bool used, ok;
 	unsigned long stamp;
 };
 
+/* A socket the exporter serves: its own, or one systemd passed. */
+struct listener {
+	int fd;
+	char name[96]; /* what it is, for the log */
+	struct MHD_Daemon *d;
+	unsigned int pending; /* TLS: accepted, first byte not yet seen */
+};
+
 static struct server {
-	struct web_config *wc;
-	gnutls_x509_trust_list_t trust; /* client CAs, to verify clients */
+	const char *cfg_path;
+	pthread_mutex_t cfg_lock, reload_lock;
+	struct cfg *cfg; /* the current web config, or NULL */
+	struct timespec last_check;
+	struct stamp failed[CFG_FILES]; /* the files of a reload that failed */
+	bool tls;			/* fixed at start */
+	unsigned int max_connections;
 	http_render_fn render;
 	void *ctx;
 	const char *telemetry_path;
 	struct queue scrapes, auths;
-	struct MHD_Daemon *d[HTTP_MAX_LISTEN];
-	size_t nd;
+	struct listener l[HTTP_MAX_LISTEN];
+	size_t nl;
+	pthread_t front; /* the TLS listeners' accept thread */
+	bool front_started;
+	int front_stop[2];
 	int wake[2]; /* self-pipe: signals and --test.exit-after-connections end the wait */
 	long max_conns;
 	unsigned long closed;
@@ -139,6 +193,9 @@ static struct server {
 	.wake = { -1, -1 },
 	.cache_lock = PTHREAD_MUTEX_INITIALIZER,
 	.log_lock = PTHREAD_MUTEX_INITIALIZER,
+	.cfg_lock = PTHREAD_MUTEX_INITIALIZER,
+	.reload_lock = PTHREAD_MUTEX_INITIALIZER,
+	.front_stop = { -1, -1 },
 };
 
 /* ------------------------------------------------------------------ */
@@ -425,19 +482,25 @@ static bool ct_equal(const void *a, const void *b, size_t len)
 	return d == 0;
 }
 
-static int cred_mac(const char *user, const char *pass, unsigned char *mac)
+/*
+ * The cache key of (user, password) under config @gen: a verdict of an
+ * older config (its users may differ) never matches.
+ */
+static int cred_mac(unsigned long gen, const char *user, const char *pass,
+		    unsigned char *mac)
 {
-	size_t ul = strlen(user), pl = strlen(pass);
-	char *msg = malloc(ul + pl + 1);
+	size_t ul = strlen(user), pl = strlen(pass), gl = sizeof(gen);
+	char *msg = malloc(gl + ul + pl + 1);
 	int r;
 
 	if (!msg)
 		return -ENOMEM;
-	memcpy(msg, user, ul + 1);
-	memcpy(msg + ul + 1, pass, pl);
+	memcpy(msg, &gen, gl);
+	memcpy(msg + gl, user, ul + 1);
+	memcpy(msg + gl + ul + 1, pass, pl);
 	r = gnutls_hmac_fast(GNUTLS_MAC_SHA256, srv.mac_key,
-			     sizeof(srv.mac_key), msg, ul + 1 + pl, mac);
-	explicit_bzero(msg, ul + pl + 1);
+			     sizeof(srv.mac_key), msg, gl + ul + 1 + pl, mac);
+	explicit_bzero(msg, gl + ul + pl + 1);
 	free(msg);
 	return r < 0 ? -EIO : 0;
 }
@@ -494,11 +557,11 @@ static void cache_store(const unsigned char *mac, bool ok)
  * 12).  An unknown user is checked against a configured user's hash and
  * refused, so that the answer takes as long as for a wrong password.
  */
-static bool verify_password(struct crypt_data *cd, const char *user,
-			    const char *pass)
+static bool verify_password(const struct web_config *wc, struct crypt_data *cd,
+			    const char *user, const char *pass)
 {
-	const struct web_user *u = web_config_user(srv.wc, user);
-	const char *hash = u ? u->hash : srv.wc->users[0].hash;
+	const struct web_user *u = web_config_user(wc, user);
+	const char *hash = u ? u->hash : wc->users[0].hash;
 	const char *out = crypt_r(pass, hash, cd);
 	bool ok;
 
@@ -529,15 +592,15 @@ static void *verifier(void *arg)
 			int cached;
 
 			next = rq->next;
-			if (cred_mac(rq->user, rq->pass, mac)) {
+			if (cred_mac(rq->cfg->gen, rq->user, rq->pass, mac)) {
 				rq->auth_ok = false;
 			} else if ((cached = cache_lookup(mac)) >= 0) {
 				/* A request queued before ours had the same. */
 				rq->auth_ok = cached;
 			} else {
-				rq->auth_ok =
-					cd &&
-					verify_password(cd, rq->user, rq->pass);
+				rq->auth_ok = cd && verify_password(
+							    rq->cfg->wc, cd,
+							    rq->user, rq->pass);
 				if (cd)
 					cache_store(mac, rq->auth_ok);
 			}
@@ -561,7 +624,7 @@ static int check_auth(struct request *rq)
 	user = MHD_basic_auth_get_username_password(rq->conn, &pass);
 	if (!user)
 		goto out;
-	if (cred_mac(user, pass ? pass : "", mac))
+	if (cred_mac(rq->cfg->gen, user, pass ? pass : "", mac))
 		goto out;
 	cached = cache_lookup(mac);
 	if (cached >= 0) {
@@ -587,9 +650,105 @@ out:
 }
 
 /* ------------------------------------------------------------------ */
-/* TLS client certificates                                             */
+/* Logging what clients do wrong                                       */
 
-static bool san_allowed(gnutls_x509_crt_t crt)
+/*
+ * At most 20 lines a minute of what clients cause (TLS failures, plain
+ * HTTP to a TLS port, libmicrohttpd's messages): hostile clients must not
+ * flood the log.  The count of those left out is said once a minute.
+ */
+static bool log_allowed(void)
+{
+	time_t now = time(NULL);
+	bool ok;
+
+	pthread_mutex_lock(&srv.log_lock);
+	if (now / 60 != srv.log_window) {
+		if (srv.log_count > 20)
+			logmsg(LOG_WARN,
+			       "export: %u more messages about clients in the last minute",
+			       srv.log_count - 20);
+		srv.log_window = now / 60;
+		srv.log_count = 0;
+	}
+	ok = ++srv.log_count <= 20;
+	pthread_mutex_unlock(&srv.log_lock);
+	return ok;
+}
+
+static void peer_name(const struct sockaddr *sa, char *buf, size_t len)
+{
+	char ip[INET6_ADDRSTRLEN] = "?";
+
+	if (sa && sa->sa_family == AF_INET) {
+		const struct sockaddr_in *a = (const struct sockaddr_in *)sa;
+
+		inet_ntop(AF_INET, &a->sin_addr, ip, sizeof(ip));
+		snprintf(buf, len, "%s:%u", ip, ntohs(a->sin_port));
+	} else if (sa && sa->sa_family == AF_INET6) {
+		const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)sa;
+
+		inet_ntop(AF_INET6, &a->sin6_addr, ip, sizeof(ip));
+		snprintf(buf, len, "[%s]:%u", ip, ntohs(a->sin6_port));
+	} else {
+		snprintf(buf, len, "%s", sa ? "a local socket" : "?");
+	}
+}
+
+/* ------------------------------------------------------------------ */
+/* TLS: the handshake, client certificates, and saying why it failed   */
+
+/* What a TLS connection is doing, from libmicrohttpd's start to its end. */
+struct conn {
+	struct cfg *cfg; /* the web config its handshake uses */
+	char peer[INET6_ADDRSTRLEN + 16];
+	struct timespec start;
+	bool hello;	   /* its ClientHello arrived */
+	bool server_hello; /* ours went out */
+	bool done;	   /* the handshake finished */
+	bool logged;	   /* why it failed has been said */
+};
+
+static struct conn *conn_of(gnutls_session_t s)
+{
+	struct MHD_Connection *c = gnutls_session_get_ptr(s);
+	const union MHD_ConnectionInfo *ci =
+		c ? MHD_get_connection_info(
+			    c, MHD_CONNECTION_INFO_SOCKET_CONTEXT) :
+		    NULL;
+
+	return ci ? ci->socket_context : NULL;
+}
+
+/*
+ * The handshake of @s fails: send @alert (the client's TLS stack then says
+ * why, instead of a closed connection) and log the peer and @why.
+ */
+static void tls_refuse(gnutls_session_t s, gnutls_alert_description_t alert,
+		       const char *why)
+{
+	struct conn *cn = conn_of(s);
+	const char *an = gnutls_alert_get_strname(alert);
+	char name[64];
+	size_t i;
+
+	/* GNUTLS_A_UNKNOWN_CA: the RFC's name, unknown_ca. */
+	an = an && !strncmp(an, "GNUTLS_A_", 9) ? an + 9 : an ? an : "?";
+	for (i = 0; an[i] && i + 1 < sizeof(name); i++)
+		name[i] = (char)(an[i] >= 'A' && an[i] <= 'Z' ? an[i] + 32 :
+								an[i]);
+	name[i] = '\0';
+
+	gnutls_alert_send(s, GNUTLS_AL_FATAL, alert);
+	if (cn)
+		cn->logged = true;
+	if (log_allowed())
+		log_kv(LOG_WARN, "export: TLS handshake refused", "peer",
+		       cn ? cn->peer : "?", "reason", why, "alert", name,
+		       (const char *)NULL);
+}
+
+static bool san_allowed(const struct web_config *wc, gnutls_x509_crt_t crt)
 {
 	unsigned int seq;
 
@@ -621,31 +780,44 @@ static bool san_allowed(gnutls_x509_crt_t crt)
 		} else {
 			continue;
 		}
-		for (i = 0; i < srv.wc->nsans; i++)
-			if (!strcmp(v, srv.wc->allowed_sans[i]))
+		for (i = 0; i < wc->nsans; i++)
+			if (!strcmp(v, wc->allowed_sans[i]))
 				return true;
 	}
 }
 
 /*
- * Called by GnuTLS during the handshake once the client's certificate
- * has arrived; non-zero ends the handshake with an alert, as Go's
- * crypto/tls does for a certificate it refuses.
+ * Called by GnuTLS during the handshake once the client's Certificate
+ * message has arrived (with or without a certificate): non-zero ends the
+ * handshake, after the alert that says why and a log line.
  */
 static int verify_client(gnutls_session_t s)
 {
-	const struct web_config *wc = srv.wc;
+	struct conn *cn = conn_of(s);
+	const struct web_config *wc = cn ? cn->cfg->wc : NULL;
 	unsigned int n = 0, i, status = 0;
 	const gnutls_datum_t *raw = gnutls_certificate_get_peers(s, &n);
 	gnutls_x509_crt_t chain[16];
+	char why[512];
 	int ret = -1;
 
-	if (!raw || !n)
-		return (wc->client_auth == WEB_REQUIRE_ANY_CLIENT_CERT ||
-			wc->client_auth == WEB_REQUIRE_AND_VERIFY_CLIENT_CERT ||
-			wc->nsans) ?
-			       -1 :
-			       0;
+	if (!wc)
+		return -1;
+	if (!raw || !n) {
+		if (wc->client_auth != WEB_REQUIRE_ANY_CLIENT_CERT &&
+		    wc->client_auth != WEB_REQUIRE_AND_VERIFY_CLIENT_CERT &&
+		    !wc->nsans)
+			return 0;
+		tls_refuse(
+			s,
+			gnutls_protocol_get_version(s) == GNUTLS_TLS1_3 ?
+				GNUTLS_A_CERTIFICATE_REQUIRED :
+				GNUTLS_A_BAD_CERTIFICATE,
+			wc->nsans ?
+				"no client certificate (client_allowed_sans needs one)" :
+				"no client certificate (client_auth_type requires one)");
+		return -1;
+	}
 	if (n > 16)
 		n = 16;
 	for (i = 0; i < n; i++) {
@@ -657,23 +829,47 @@ static int verify_client(gnutls_session_t s)
 			break;
 		}
 	}
-	if (i < n)
+	if (i < n) {
+		tls_refuse(s, GNUTLS_A_BAD_CERTIFICATE,
+			   "the client certificate does not parse");
 		goto out;
+	}
 	if (wc->client_auth == WEB_VERIFY_CLIENT_CERT_IF_GIVEN ||
 	    wc->client_auth == WEB_REQUIRE_AND_VERIFY_CLIENT_CERT) {
 		gnutls_typed_vdata_st vd = {
 			.type = GNUTLS_DT_KEY_PURPOSE_OID,
 			.data = (unsigned char *)GNUTLS_KP_TLS_WWW_CLIENT,
 		};
+		gnutls_datum_t txt = { NULL, 0 };
 
-		if (gnutls_x509_trust_list_verify_crt2(srv.trust, chain, n, &vd,
-						       1, 0, &status,
-						       NULL) < 0 ||
-		    status)
+		if (gnutls_x509_trust_list_verify_crt2(cn->cfg->trust, chain, n,
+						       &vd, 1, 0, &status,
+						       NULL) < 0)
+			status = GNUTLS_CERT_INVALID;
+		if (status) {
+			gnutls_certificate_verification_status_print(
+				status, GNUTLS_CRT_X509, &txt, 0);
+			snprintf(
+				why, sizeof(why),
+				"the client certificate does not verify against client_ca_file: %s",
+				txt.data ? (char *)txt.data : "invalid");
+			gnutls_free(txt.data);
+			tls_refuse(s,
+				   status & GNUTLS_CERT_SIGNER_NOT_FOUND ?
+					   GNUTLS_A_UNKNOWN_CA :
+				   status & GNUTLS_CERT_EXPIRED ?
+					   GNUTLS_A_CERTIFICATE_EXPIRED :
+					   GNUTLS_A_BAD_CERTIFICATE,
+				   why);
 			goto out;
+		}
 	}
-	if (wc->nsans && !san_allowed(chain[0]))
+	if (wc->nsans && !san_allowed(wc, chain[0])) {
+		tls_refuse(
+			s, GNUTLS_A_ACCESS_DENIED,
+			"no subject alternative name of the client certificate is in client_allowed_sans");
 		goto out;
+	}
 	ret = 0;
 out:
 	while (i--)
@@ -681,34 +877,184 @@ out:
 	return ret;
 }
 
+/* The versions a ClientHello's supported_versions extension offers. */
+static int hello_ext(void *ctx, unsigned int id, const unsigned char *d,
+		     unsigned int len)
+{
+	unsigned int *mask = ctx, i;
+
+	if (id != 43 || !len) /* supported_versions (RFC 8446 4.2.1) */
+		return 0;
+	*mask |= 1u << 8; /* the extension is there */
+	for (i = 1; i + 1 < len && i < 1u + d[0]; i += 2)
+		if (d[i] == 3 && d[i + 1] >= 1 && d[i + 1] <= 4)
+			*mask |= 1u << (d[i + 1] - 1);
+	return 0;
+}
+
+static void versions_str(unsigned int mask, char *buf, size_t len)
+{
+	size_t off = 0;
+	int v;
+
+	buf[0] = '\0';
+	for (v = 0; v < 4; v++)
+		if (mask & (1u << v))
+			off += (size_t)snprintf(buf + off, len - off,
+						"%sTLS 1.%d", off ? ", " : "",
+						v);
+	if (!off)
+		snprintf(buf, len, "no version kvmstats knows");
+}
+
+/*
+ * The ClientHello, before GnuTLS negotiates: a client whose versions and
+ * ours have nothing in common is told so (protocol_version) and logged
+ * with both lists, which GnuTLS alone would not say.  The message is
+ * parsed by GnuTLS (gnutls_ext_raw_parse); only the two-byte versions are
+ * read here.
+ */
+static int check_hello(gnutls_session_t s, struct conn *cn,
+		       const gnutls_datum_t *msg)
+{
+	const struct web_config *wc = cn->cfg->wc;
+	unsigned int offered = 0, ours = 0;
+	char theirs[64], mine[64], why[256];
+	int v;
+
+	if (msg->size < 2 ||
+	    gnutls_ext_raw_parse(&offered, hello_ext, msg,
+				 GNUTLS_EXT_RAW_FLAG_TLS_CLIENT_HELLO) < 0)
+		return 0; /* GnuTLS will say it is malformed */
+	if (!(offered & (1u << 8)) && msg->data[0] == 3)
+		for (v = 0; v < 4 && v + 1 <= msg->data[1]; v++)
+			offered |= 1u << v; /* legacy_version: up to that one */
+	offered &= 0xf;
+	for (v = wc->min_version; v <= wc->max_version; v++)
+		ours |= 1u << v;
+	if (offered & ours)
+		return 0;
+	versions_str(offered, theirs, sizeof(theirs));
+	versions_str(ours, mine, sizeof(mine));
+	snprintf(
+		why, sizeof(why),
+		"no TLS version in common: the client offers %s, this exporter accepts %s (min_version, max_version)",
+		theirs, mine);
+	tls_refuse(s, GNUTLS_A_PROTOCOL_VERSION, why);
+	return GNUTLS_E_UNSUPPORTED_VERSION_PACKET;
+}
+
+static int on_handshake(gnutls_session_t s, unsigned int htype, unsigned when,
+			unsigned int incoming, const gnutls_datum_t *msg)
+{
+	struct conn *cn = conn_of(s);
+
+	if (!cn)
+		return 0;
+	if (!incoming) {
+		if (htype == GNUTLS_HANDSHAKE_SERVER_HELLO)
+			cn->server_hello = true;
+		return 0;
+	}
+	if (htype == GNUTLS_HANDSHAKE_CLIENT_HELLO && when == GNUTLS_HOOK_PRE) {
+		cn->hello = true;
+		return check_hello(s, cn, msg);
+	}
+	if (htype == GNUTLS_HANDSHAKE_FINISHED && when == GNUTLS_HOOK_POST)
+		cn->done = true;
+	return 0;
+}
+
+static double since(const struct timespec *t)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (double)(now.tv_sec - t->tv_sec) +
+	       (now.tv_nsec - t->tv_nsec) / 1e9;
+}
+
+static struct cfg *cfg_get(void);
+static void cfg_put(struct cfg *c);
+static void maybe_reload(void);
+
+/* A TLS connection starts: the current web config's credentials. */
+static void tls_start(struct MHD_Connection *c, void **sctx)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(c, MHD_CONNECTION_INFO_GNUTLS_SESSION);
+	const union MHD_ConnectionInfo *ai =
+		MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+	gnutls_session_t s = ci ? ci->tls_session : NULL;
+	struct conn *cn;
+
+	if (!s)
+		return; /* MHD_USE_TLS is off: nothing to protect */
+	cn = calloc(1, sizeof(*cn));
+	if (!cn)
+		return; /* the daemon's own credentials, from the start */
+	cn->cfg = cfg_get();
+	clock_gettime(CLOCK_MONOTONIC, &cn->start);
+	peer_name(ai ? ai->client_addr : NULL, cn->peer, sizeof(cn->peer));
+	*sctx = cn;
+	gnutls_credentials_set(s, GNUTLS_CRD_CERTIFICATE, cn->cfg->cred);
+	gnutls_priority_set(s, cn->cfg->prio);
+	/*
+	 * Always ask, never let GnuTLS require: verify_client() sees a
+	 * missing certificate too, and refuses it with the alert and a line.
+	 */
+	if (cn->cfg->wc->client_auth != WEB_NO_CLIENT_CERT) {
+		gnutls_certificate_server_set_request(s, GNUTLS_CERT_REQUEST);
+		gnutls_session_set_verify_function(s, verify_client);
+	}
+	gnutls_handshake_set_hook_function(s, GNUTLS_HANDSHAKE_ANY,
+					   GNUTLS_HOOK_BOTH, on_handshake);
+}
+
+/* It ends: a handshake that failed and said nothing yet is logged. */
+static void tls_end(struct conn *cn)
+{
+	char why[160];
+
+	if (cn->hello && !cn->done && !cn->logged && log_allowed()) {
+		if (since(&cn->start) >= IDLE_TIMEOUT_S - 1)
+			snprintf(why, sizeof(why),
+				 "the client did not finish it in %d s",
+				 IDLE_TIMEOUT_S);
+		else if (cn->server_hello)
+			snprintf(
+				why, sizeof(why),
+				"the client ended it after the server's certificate (does it trust the certificate? its own log says why)");
+		else
+			snprintf(
+				why, sizeof(why),
+				"GnuTLS refused the ClientHello (no cipher suite, group or signature algorithm in common, or a malformed message)");
+		log_kv(LOG_WARN, "export: TLS handshake failed", "peer",
+		       cn->peer, "reason", why, (const char *)NULL);
+	}
+	cfg_put(cn->cfg);
+	free(cn);
+}
+
 static void on_connection(void *cls, struct MHD_Connection *c, void **sctx,
 			  enum MHD_ConnectionNotificationCode toe)
 {
 	(void)cls;
-	(void)sctx;
-	if (toe == MHD_CONNECTION_NOTIFY_STARTED && srv.wc && srv.wc->tls &&
-	    srv.wc->client_auth != WEB_NO_CLIENT_CERT) {
-		const union MHD_ConnectionInfo *ci = MHD_get_connection_info(
-			c, MHD_CONNECTION_INFO_GNUTLS_SESSION);
-		gnutls_session_t s = ci ? ci->tls_session : NULL;
-		bool require =
-			srv.wc->client_auth == WEB_REQUIRE_ANY_CLIENT_CERT ||
-			srv.wc->client_auth ==
-				WEB_REQUIRE_AND_VERIFY_CLIENT_CERT;
-
-		/* No session: MHD_USE_TLS is off, nothing to protect. */
-		if (s) {
-			gnutls_certificate_server_set_request(
-				s, require ? GNUTLS_CERT_REQUIRE :
-					     GNUTLS_CERT_REQUEST);
-			gnutls_session_set_verify_function(s, verify_client);
-		}
+	if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+		maybe_reload();
+		if (srv.tls)
+			tls_start(c, sctx);
 	}
-	if (toe == MHD_CONNECTION_NOTIFY_CLOSED && srv.max_conns > 0 &&
-	    __atomic_add_fetch(&srv.closed, 1, __ATOMIC_RELAXED) ==
-		    (unsigned long)srv.max_conns) {
-		if (write(srv.wake[1], "m", 1) < 0) {
-			/* The pipe is never full: one byte per reason. */
+	if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
+		if (*sctx)
+			tls_end(*sctx);
+		*sctx = NULL;
+		if (srv.max_conns > 0 &&
+		    __atomic_add_fetch(&srv.closed, 1, __ATOMIC_RELAXED) ==
+			    (unsigned long)srv.max_conns) {
+			if (write(srv.wake[1], "m", 1) < 0) {
+				/* The pipe is never full: one byte a reason. */
+			}
 		}
 	}
 }
@@ -716,19 +1062,21 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **sctx,
 /* ------------------------------------------------------------------ */
 /* Requests                                                            */
 
-static void add_headers(struct MHD_Response *resp)
+static void add_headers(const struct request *rq, struct MHD_Response *resp)
 {
+	const struct web_config *wc = rq->cfg ? rq->cfg->wc : NULL;
 	size_t i;
 
-	for (i = 0; srv.wc && i < srv.wc->nheaders; i++)
-		MHD_add_response_header(resp, srv.wc->headers[i].name,
-					srv.wc->headers[i].value);
+	for (i = 0; wc && i < wc->nheaders; i++)
+		MHD_add_response_header(resp, wc->headers[i].name,
+					wc->headers[i].value);
 }
 
-static enum MHD_Result respond(struct MHD_Connection *c, unsigned int status,
+static enum MHD_Result respond(struct request *rq, unsigned int status,
 			       const char *type, const char *body,
 			       const char *allow)
 {
+	struct MHD_Connection *c = rq->conn;
 	struct MHD_Response *resp = MHD_create_response_from_buffer(
 		strlen(body), (void *)body, MHD_RESPMEM_PERSISTENT);
 	enum MHD_Result r;
@@ -741,16 +1089,16 @@ static enum MHD_Result respond(struct MHD_Connection *c, unsigned int status,
 	if (status == MHD_HTTP_UNAUTHORIZED)
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE,
 					"Basic realm=\"kvmstats\"");
-	add_headers(resp);
+	add_headers(rq, resp);
 	r = MHD_queue_response(c, status, resp);
 	MHD_destroy_response(resp);
 	return r;
 }
 
-static enum MHD_Result respond_text(struct MHD_Connection *c,
-				    unsigned int status, const char *body)
+static enum MHD_Result respond_text(struct request *rq, unsigned int status,
+				    const char *body)
 {
-	return respond(c, status, "text/plain; charset=utf-8", body, NULL);
+	return respond(rq, status, "text/plain; charset=utf-8", body, NULL);
 }
 
 static enum MHD_Result send_result(struct request *rq)
@@ -761,7 +1109,7 @@ static enum MHD_Result send_result(struct request *rq)
 	enum MHD_Result ret;
 
 	if (!r)
-		return respond_text(rq->conn, MHD_HTTP_INTERNAL_SERVER_ERROR,
+		return respond_text(rq, MHD_HTTP_INTERNAL_SERVER_ERROR,
 				    "kvmstats: out of memory\n");
 	resp = MHD_create_response_from_buffer_with_free_callback_cls(
 		gz ? r->gzlen : r->len, gz ? r->gz : r->body, result_release,
@@ -778,7 +1126,7 @@ static enum MHD_Result send_result(struct request *rq)
 	if (gz)
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_ENCODING,
 					"gzip");
-	add_headers(resp);
+	add_headers(rq, resp);
 	ret = MHD_queue_response(rq->conn, r->status, resp);
 	MHD_destroy_response(resp);
 	return ret;
@@ -828,20 +1176,20 @@ static enum MHD_Result serve(struct request *rq, const char *url,
 	     head = !strcmp(method, MHD_HTTP_METHOD_HEAD);
 
 	if (rq->state == RQ_REFUSED)
-		return respond_text(c, MHD_HTTP_SERVICE_UNAVAILABLE,
+		return respond_text(rq, MHD_HTTP_SERVICE_UNAVAILABLE,
 				    "kvmstats: shutting down\n");
-	if (srv.wc && srv.wc->nusers && !rq->authed) {
+	if (rq->cfg && rq->cfg->wc && rq->cfg->wc->nusers && !rq->authed) {
 		if (rq->state == RQ_AUTH_DONE) {
 			rq->state = RQ_NEW;
 			if (!rq->auth_ok)
-				return respond_text(c, MHD_HTTP_UNAUTHORIZED,
+				return respond_text(rq, MHD_HTTP_UNAUTHORIZED,
 						    "Unauthorized\n");
 		} else {
 			switch (check_auth(rq)) {
 			case AUTH_PENDING:
 				return MHD_YES;
 			case AUTH_FAIL:
-				return respond_text(c, MHD_HTTP_UNAUTHORIZED,
+				return respond_text(rq, MHD_HTTP_UNAUTHORIZED,
 						    "Unauthorized\n");
 			}
 		}
@@ -849,7 +1197,7 @@ static enum MHD_Result serve(struct request *rq, const char *url,
 	}
 	if (!strcmp(url, srv.telemetry_path)) {
 		if (!get && !head)
-			return respond(c, MHD_HTTP_METHOD_NOT_ALLOWED,
+			return respond(rq, MHD_HTTP_METHOD_NOT_ALLOWED,
 				       "text/plain; charset=utf-8",
 				       "Method Not Allowed\n", "GET, HEAD");
 		if (rq->state == RQ_SCRAPED)
@@ -863,13 +1211,13 @@ static enum MHD_Result serve(struct request *rq, const char *url,
 	}
 	if (!strcmp(url, "/")) {
 		if (!get && !head)
-			return respond(c, MHD_HTTP_METHOD_NOT_ALLOWED,
+			return respond(rq, MHD_HTTP_METHOD_NOT_ALLOWED,
 				       "text/plain; charset=utf-8",
 				       "Method Not Allowed\n", "GET, HEAD");
-		return respond(c, MHD_HTTP_OK, "text/html; charset=utf-8",
+		return respond(rq, MHD_HTTP_OK, "text/html; charset=utf-8",
 			       landing_page, NULL);
 	}
-	return respond_text(c, MHD_HTTP_NOT_FOUND, "Not Found\n");
+	return respond_text(rq, MHD_HTTP_NOT_FOUND, "Not Found\n");
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
@@ -892,6 +1240,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
 		if (!rq)
 			return MHD_NO;
 		rq->conn = c;
+		rq->cfg = cfg_get();
 		*con_cls = rq;
 		return MHD_YES;
 	}
@@ -914,14 +1263,14 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 		return;
 	result_put(rq->res);
 	wipe_creds(rq);
+	cfg_put(rq->cfg);
 	free(rq);
 	*con_cls = NULL;
 }
 
-/* MHD's messages on stderr, at most 20 a minute (hostile clients). */
+/* MHD's messages, at most 20 a minute with the others about clients. */
 static void on_log(void *cls, const char *fmt, va_list ap)
 {
-	time_t now = time(NULL);
 	char msg[256];
 	size_t n;
 
@@ -932,16 +1281,12 @@ static void on_log(void *cls, const char *fmt, va_list ap)
 		msg[--n] = '\0';
 	pthread_mutex_lock(&srv.log_lock);
 	snprintf(srv.log_last, sizeof(srv.log_last), "%s", msg);
-	if (now / 60 != srv.log_window) {
-		if (srv.log_count > 20)
-			errmsg("export: %u more messages from libmicrohttpd in the last minute",
-			       srv.log_count - 20);
-		srv.log_window = now / 60;
-		srv.log_count = 0;
-	}
-	if (++srv.log_count <= 20)
-		errmsg("export: %s", msg);
 	pthread_mutex_unlock(&srv.log_lock);
+	/* The handshake failures MHD reports without a reason: said by tls_end(). */
+	if (strstr(msg, "handshake message out of context"))
+		return;
+	if (log_allowed())
+		logmsg(LOG_WARN, "export: %s", msg);
 }
 
 /* ------------------------------------------------------------------ */
@@ -951,8 +1296,7 @@ static void on_signal(int sig)
 {
 	int saved = errno;
 
-	(void)sig;
-	if (write(srv.wake[1], "s", 1) < 0) {
+	if (write(srv.wake[1], sig == SIGHUP ? "h" : "s", 1) < 0) {
 		/* Nothing to do: one byte is enough. */
 	}
 	errno = saved;
@@ -965,12 +1309,497 @@ static unsigned int pool_size(void)
 	return n < 1 ? 1 : n > MAX_POOL ? MAX_POOL : (unsigned int)n;
 }
 
-static struct MHD_Daemon *start_one(const struct http_opts *o,
-				    struct listen_addr *a)
+/* ------------------------------------------------------------------ */
+/* The web config: loading, sharing, reloading                          */
+
+static void cfg_free(struct cfg *c)
+{
+	if (!c)
+		return;
+	if (c->cred)
+		gnutls_certificate_free_credentials(c->cred);
+	if (c->prio)
+		gnutls_priority_deinit(c->prio);
+	if (c->trust)
+		gnutls_x509_trust_list_deinit(c->trust, 1);
+	web_config_free(c->wc);
+	free(c);
+}
+
+static struct cfg *cfg_get(void)
+{
+	struct cfg *c;
+
+	pthread_mutex_lock(&srv.cfg_lock);
+	c = srv.cfg;
+	if (c)
+		c->refs++;
+	pthread_mutex_unlock(&srv.cfg_lock);
+	return c;
+}
+
+static void cfg_put(struct cfg *c)
+{
+	bool last;
+
+	if (!c)
+		return;
+	pthread_mutex_lock(&srv.cfg_lock);
+	last = !--c->refs;
+	pthread_mutex_unlock(&srv.cfg_lock);
+	if (last)
+		cfg_free(c);
+}
+
+/* The state of the config file and of the files it names. */
+static void stamp_files(const char *cfg_path, const struct web_config *wc,
+			struct stamp *st)
+{
+	const char *paths[CFG_FILES] = { cfg_path, wc ? wc->cert_path : NULL,
+					 wc ? wc->key_path : NULL,
+					 wc ? wc->client_ca_path : NULL };
+	struct stat sb;
+	int i;
+
+	memset(st, 0, CFG_FILES * sizeof(*st));
+	for (i = 0; i < CFG_FILES; i++) {
+		if (!paths[i] || stat(paths[i], &sb))
+			continue;
+		st[i] = (struct stamp){ sb.st_dev, sb.st_ino, sb.st_size,
+					sb.st_mtim, sb.st_ctim };
+	}
+}
+
+static bool stamps_equal(const struct stamp *a, const struct stamp *b)
+{
+	int i;
+
+	for (i = 0; i < CFG_FILES; i++)
+		if (a[i].dev != b[i].dev || a[i].ino != b[i].ino ||
+		    a[i].size != b[i].size ||
+		    a[i].mtime.tv_sec != b[i].mtime.tv_sec ||
+		    a[i].mtime.tv_nsec != b[i].mtime.tv_nsec ||
+		    a[i].ctime.tv_sec != b[i].ctime.tv_sec ||
+		    a[i].ctime.tv_nsec != b[i].ctime.tv_nsec)
+			return false;
+	return true;
+}
+
+/*
+ * Read the web config at @path into a new cfg (or an empty one when @path
+ * is NULL): the file, and for TLS the credentials each handshake gets
+ * (certificate, key, the CA names a client may choose from), the priority
+ * cache and the client CAs to verify with.  -errno with @err said.
+ */
+static int cfg_load(const char *path, struct cfg **out, char *err,
+		    size_t errlen)
+{
+	static unsigned long gen;
+	struct cfg *c = calloc(1, sizeof(*c));
+	const char *errpos = NULL;
+	struct web_config *wc;
+	int r;
+
+	*out = NULL;
+	err[0] = '\0';
+	if (!c)
+		return -ENOMEM;
+	c->refs = 1;
+	c->gen = ++gen;
+	if (!path) {
+		*out = c;
+		return 0;
+	}
+	r = web_config_load(path, &c->wc, err, errlen);
+	if (r) {
+		free(c);
+		return r;
+	}
+	wc = c->wc;
+	stamp_files(path, wc, c->stamps);
+	if (!wc->tls) {
+		*out = c;
+		return 0;
+	}
+	r = gnutls_certificate_allocate_credentials(&c->cred);
+	if (r >= 0) {
+		gnutls_datum_t cd = { (unsigned char *)wc->cert_pem,
+				      (unsigned int)strlen(wc->cert_pem) };
+		gnutls_datum_t kd = { (unsigned char *)wc->key_pem,
+				      (unsigned int)strlen(wc->key_pem) };
+
+		r = gnutls_certificate_set_x509_key_mem2(
+			c->cred, &cd, &kd, GNUTLS_X509_FMT_PEM, NULL, 0);
+	}
+	if (r >= 0 && wc->client_ca_pem) {
+		gnutls_datum_t ca = { (unsigned char *)wc->client_ca_pem,
+				      (unsigned int)strlen(wc->client_ca_pem) };
+
+		r = gnutls_certificate_set_x509_trust_mem(c->cred, &ca,
+							  GNUTLS_X509_FMT_PEM);
+		if (r > 0)
+			r = gnutls_x509_trust_list_init(&c->trust, 0);
+		if (r >= 0 && gnutls_x509_trust_list_add_trust_mem(
+				      c->trust, &ca, NULL, GNUTLS_X509_FMT_PEM,
+				      0, 0) <= 0)
+			r = GNUTLS_E_NO_CERTIFICATE_FOUND;
+	}
+	if (r >= 0)
+		r = gnutls_priority_init(&c->prio, wc->priorities, &errpos);
+	if (r < 0) {
+		snprintf(err, errlen, "%s: %s", path, gnutls_strerror(r));
+		cfg_free(c);
+		return -EINVAL;
+	}
+	*out = c;
+	return 0;
+}
+
+/*
+ * Load the web config again; an invalid one is logged and the current one
+ * kept.  Turning TLS on or off needs other listeners: a restart.
+ */
+static void reload(const char *why)
+{
+	struct cfg *c, *old;
+	struct stamp now[CFG_FILES];
+	char err[512];
+	int r;
+
+	if (!srv.cfg_path || pthread_mutex_trylock(&srv.reload_lock))
+		return;
+	r = cfg_load(srv.cfg_path, &c, err, sizeof(err));
+	old = cfg_get();
+	if (!r && c->wc->tls != srv.tls) {
+		snprintf(err, sizeof(err),
+			 "%s: it turns TLS %s, which needs a restart",
+			 srv.cfg_path, srv.tls ? "off" : "on");
+		cfg_free(c);
+		r = -EINVAL;
+	}
+	if (r) {
+		/* Said once for these files, not at every connection. */
+		stamp_files(srv.cfg_path, old ? old->wc : NULL, now);
+		memcpy(srv.failed, now, sizeof(now));
+		log_kv(LOG_ERROR,
+		       "export: reloading the web config failed, keeping the one loaded before",
+		       "why", why, "error", err, (const char *)NULL);
+	} else {
+		pthread_mutex_lock(&srv.cfg_lock);
+		srv.cfg = c;
+		pthread_mutex_unlock(&srv.cfg_lock);
+		cfg_put(old); /* the server's reference */
+		memset(srv.failed, 0, sizeof(srv.failed));
+		log_kv(LOG_INFO, "export: web config reloaded", "why", why,
+		       "file", srv.cfg_path, (const char *)NULL);
+	}
+	cfg_put(old);
+	pthread_mutex_unlock(&srv.reload_lock);
+}
+
+/*
+ * At each new connection, at most once a second: has the config file, or
+ * a certificate, key or CA file it names, changed since it was loaded?
+ * Then reload, so that a rotated certificate is served from the next
+ * handshake on.
+ */
+static void maybe_reload(void)
+{
+	struct stamp now[CFG_FILES];
+	struct timespec t;
+	struct cfg *c;
+	bool changed;
+
+	if (!srv.cfg_path)
+		return;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	pthread_mutex_lock(&srv.cfg_lock);
+	changed = t.tv_sec != srv.last_check.tv_sec;
+	srv.last_check = t;
+	pthread_mutex_unlock(&srv.cfg_lock);
+	if (!changed)
+		return;
+	c = cfg_get();
+	stamp_files(srv.cfg_path, c ? c->wc : NULL, now);
+	changed = c && !stamps_equal(now, c->stamps) &&
+		  !stamps_equal(now, srv.failed);
+	cfg_put(c);
+	if (changed)
+		reload("a file changed");
+}
+
+/* ------------------------------------------------------------------ */
+/* Listening sockets                                                    */
+
+static int open_listener(const char *spec, struct listener *l)
+{
+	struct listen_addr a;
+	socklen_t len;
+	int fd, one = 1, v6only;
+
+	if (parse_listen(spec, &a))
+		return -EINVAL;
+	listen_fallback(&a);
+	fd = socket(a.ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
+		    0);
+	if (fd < 0)
+		return -errno;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (a.ss.ss_family == AF_INET6) {
+		v6only = a.flags != MHD_USE_DUAL_STACK;
+		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only,
+			   sizeof(v6only));
+	}
+	len = a.ss.ss_family == AF_INET6 ? sizeof(struct sockaddr_in6) :
+					   sizeof(struct sockaddr_in);
+	if (bind(fd, (struct sockaddr *)&a.ss, len) || listen(fd, SOMAXCONN)) {
+		int err = -errno;
+
+		close(fd);
+		return err;
+	}
+	l->fd = fd;
+	snprintf(l->name, sizeof(l->name), "%s", spec);
+	return 0;
+}
+
+/*
+ * The sockets systemd passes a socket-activated service (sd_listen_fds(3):
+ * LISTEN_PID is us, LISTEN_FDS of them from fd 3 on).  The protocol is
+ * these few lines of environment, so no libsystemd for it.
+ */
+static int systemd_listeners(void)
+{
+	const char *pid = getenv("LISTEN_PID"), *fds = getenv("LISTEN_FDS");
+	long n = fds ? strtol(fds, NULL, 10) : 0, i;
+
+	if (!pid || strtol(pid, NULL, 10) != (long)getpid() || n < 1) {
+		logmsg(LOG_ERROR,
+		       "export: --web.systemd-socket: no sockets from systemd (LISTEN_PID, LISTEN_FDS): start it from a .socket unit, or use --listen");
+		return EXIT_LISTEN;
+	}
+	if (n > HTTP_MAX_LISTEN) {
+		logmsg(LOG_ERROR,
+		       "export: --web.systemd-socket: %ld sockets, at most %d",
+		       n, HTTP_MAX_LISTEN);
+		return EXIT_LISTEN;
+	}
+	for (i = 0; i < n; i++) {
+		struct sockaddr_storage ss;
+		socklen_t sl = sizeof(ss), ol = sizeof(int);
+		int fd = 3 + (int)i, acc = 0, type = 0;
+		char peer[INET6_ADDRSTRLEN + 16];
+
+		if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &acc, &ol) ||
+		    getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &ol) || !acc ||
+		    type != SOCK_STREAM || getsockname(fd, (void *)&ss, &sl)) {
+			logmsg(LOG_ERROR,
+			       "export: --web.systemd-socket: fd %d is not a listening stream socket",
+			       fd);
+			return EXIT_LISTEN;
+		}
+		fcntl(fd, F_SETFD, FD_CLOEXEC);
+		fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+		peer_name((struct sockaddr *)&ss, peer, sizeof(peer));
+		srv.l[srv.nl].fd = fd;
+		snprintf(srv.l[srv.nl].name, sizeof(srv.l[0].name),
+			 "systemd socket %s", peer);
+		srv.nl++;
+	}
+	unsetenv("LISTEN_PID");
+	unsetenv("LISTEN_FDS");
+	unsetenv("LISTEN_FDNAMES");
+	return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* The TLS front: what arrives first on a TLS listener                  */
+
+/*
+ * A TLS listener's connections are accepted here, not by libmicrohttpd,
+ * which would meet plain HTTP with a TLS error and a closed connection.
+ * The first byte decides: a TLS handshake record (22) goes to
+ * libmicrohttpd (MHD_add_connection); anything else is plain HTTP, and
+ * gets a 400 that says to use https.  A connection that sends nothing is
+ * closed after the idle timeout; at most --web.max-connections wait.
+ */
+struct pending {
+	int fd;
+	struct listener *l;
+	struct sockaddr_storage ss;
+	socklen_t sl;
+	time_t deadline;
+	bool draining; /* the 400 is sent: read what is left, then close */
+	struct pending *next;
+};
+
+static const char plain_to_tls[] =
+	"HTTP/1.1 400 Bad Request\r\n"
+	"Content-Type: text/plain; charset=utf-8\r\n"
+	"Connection: close\r\n"
+	"Content-Length: 82\r\n"
+	"\r\n"
+	"kvmstats: this port serves HTTPS; the request came as plain HTTP (use https://).\n";
+
+static void pending_close(struct pending **pp, int ep)
+{
+	struct pending *p = *pp;
+
+	epoll_ctl(ep, EPOLL_CTL_DEL, p->fd, NULL);
+	close(p->fd);
+	p->l->pending--;
+	*pp = p->next;
+	free(p);
+}
+
+static void pending_ready(struct pending **pp, int ep)
+{
+	struct pending *p = *pp;
+	unsigned char b;
+	char buf[4096], peer[INET6_ADDRSTRLEN + 16];
+	ssize_t r;
+
+	if (p->draining) {
+		while ((r = read(p->fd, buf, sizeof(buf))) > 0)
+			;
+		if (r == 0 || errno != EAGAIN)
+			pending_close(pp, ep);
+		return;
+	}
+	r = recv(p->fd, &b, 1, MSG_PEEK);
+	if (r < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (r <= 0) {
+		pending_close(pp, ep);
+		return;
+	}
+	if (b == 22) {
+		epoll_ctl(ep, EPOLL_CTL_DEL, p->fd, NULL);
+		p->l->pending--;
+		/* MHD owns the fd now, and closes it if it cannot take it. */
+		MHD_add_connection(p->l->d, p->fd, (struct sockaddr *)&p->ss,
+				   p->sl);
+		*pp = p->next;
+		free(p);
+		return;
+	}
+	peer_name((struct sockaddr *)&p->ss, peer, sizeof(peer));
+	if (log_allowed())
+		log_kv(LOG_WARN,
+		       "export: plain HTTP on a TLS listener, answered 400",
+		       "peer", peer, "listener", p->l->name,
+		       (const char *)NULL);
+	if (send(p->fd, plain_to_tls, sizeof(plain_to_tls) - 1, MSG_NOSIGNAL) <
+	    0) {
+		pending_close(pp, ep);
+		return;
+	}
+	/* Closing with the request unread would reset the answer away. */
+	shutdown(p->fd, SHUT_WR);
+	p->draining = true;
+	p->deadline = time(NULL) + 2;
+}
+
+static void *front(void *arg)
+{
+	struct epoll_event ev = { .events = EPOLLIN }, evs[64];
+	struct pending *head = NULL, **pp;
+	int ep = epoll_create1(EPOLL_CLOEXEC), n, i;
+	size_t k;
+
+	(void)arg;
+	if (ep < 0)
+		return NULL;
+	ev.data.ptr = &srv.front_stop;
+	epoll_ctl(ep, EPOLL_CTL_ADD, srv.front_stop[0], &ev);
+	for (k = 0; k < srv.nl; k++) {
+		ev.data.ptr = &srv.l[k];
+		epoll_ctl(ep, EPOLL_CTL_ADD, srv.l[k].fd, &ev);
+	}
+	for (;;) {
+		bool stop = false;
+		time_t now;
+
+		n = epoll_wait(ep, evs, 64, 1000);
+		for (i = 0; i < n; i++) {
+			void *ptr = evs[i].data.ptr;
+			struct listener *l = ptr;
+
+			if (ptr == &srv.front_stop) {
+				stop = true;
+				continue;
+			}
+			if (l >= srv.l && l < srv.l + srv.nl) {
+				for (;;) {
+					struct pending *p =
+						calloc(1, sizeof(*p));
+					int fd;
+
+					if (!p)
+						break;
+					p->sl = sizeof(p->ss);
+					fd = accept4(
+						l->fd, (void *)&p->ss, &p->sl,
+						SOCK_NONBLOCK | SOCK_CLOEXEC);
+					if (fd < 0) {
+						free(p);
+						break;
+					}
+					if (l->pending >= srv.max_connections) {
+						close(fd);
+						free(p);
+						continue;
+					}
+					p->fd = fd;
+					p->l = l;
+					p->deadline =
+						time(NULL) + IDLE_TIMEOUT_S;
+					l->pending++;
+					ev.events = EPOLLIN | EPOLLRDHUP;
+					ev.data.ptr = p;
+					if (epoll_ctl(ep, EPOLL_CTL_ADD, fd,
+						      &ev)) {
+						close(fd);
+						l->pending--;
+						free(p);
+						continue;
+					}
+					p->next = head;
+					head = p;
+				}
+				continue;
+			}
+			for (pp = &head; *pp; pp = &(*pp)->next)
+				if (*pp == ptr) {
+					pending_ready(pp, ep);
+					break;
+				}
+		}
+		if (stop)
+			break;
+		now = time(NULL);
+		for (pp = &head; *pp;) {
+			if ((*pp)->deadline <= now)
+				pending_close(pp, ep);
+			else
+				pp = &(*pp)->next;
+		}
+	}
+	while (head)
+		pending_close(&head, ep);
+	close(ep);
+	return NULL;
+}
+
+/* ------------------------------------------------------------------ */
+/* The server                                                          */
+
+static struct MHD_Daemon *start_daemon(const struct http_opts *o,
+				       struct listener *l, const struct cfg *c)
 {
 	unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL |
 			     MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG |
-			     a->flags;
+			     MHD_USE_ITC;
 	struct MHD_OptionItem opts[24];
 	size_t n = 0;
 
@@ -978,24 +1807,25 @@ static struct MHD_Daemon *start_one(const struct http_opts *o,
 	(opts[n++] = (struct MHD_OptionItem){ (o_), (intptr_t)(v_), (p_) })
 	/* The logger first, or MHD's own logs what comes before. */
 	OPT(MHD_OPTION_EXTERNAL_LOGGER, on_log, NULL);
-	OPT(MHD_OPTION_SOCK_ADDR, 0, &a->ss);
 	OPT(MHD_OPTION_THREAD_POOL_SIZE, pool_size(), NULL);
 	OPT(MHD_OPTION_CONNECTION_LIMIT, o->max_connections, NULL);
 	OPT(MHD_OPTION_CONNECTION_TIMEOUT, IDLE_TIMEOUT_S, NULL);
 	OPT(MHD_OPTION_CONNECTION_MEMORY_LIMIT, CONN_MEMORY, NULL);
-	OPT(MHD_OPTION_LISTEN_BACKLOG_SIZE, SOMAXCONN, NULL);
 	OPT(MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL);
 	OPT(MHD_OPTION_NOTIFY_CONNECTION, on_connection, NULL);
 	OPT(MHD_OPTION_SIGPIPE_HANDLED_BY_APP, 1, NULL);
-	if (srv.wc && srv.wc->tls) {
-		flags |= MHD_USE_TLS;
-		OPT(MHD_OPTION_HTTPS_MEM_CERT, 0, srv.wc->cert_pem);
-		OPT(MHD_OPTION_HTTPS_MEM_KEY, 0, srv.wc->key_pem);
-		OPT(MHD_OPTION_HTTPS_PRIORITIES, 0, srv.wc->priorities);
-		/* The CA names a client is told it may choose from. */
-		if (srv.wc->client_ca_pem)
-			OPT(MHD_OPTION_HTTPS_MEM_TRUST, 0,
-			    srv.wc->client_ca_pem);
+	if (srv.tls) {
+		/*
+		 * The TLS front accepts; every session gets the credentials
+		 * of the web config current at its start (tls_start()).
+		 */
+		flags |= MHD_USE_TLS | MHD_USE_NO_LISTEN_SOCKET;
+		OPT(MHD_OPTION_HTTPS_MEM_CERT, 0, c->wc->cert_pem);
+		OPT(MHD_OPTION_HTTPS_MEM_KEY, 0, c->wc->key_pem);
+		OPT(MHD_OPTION_HTTPS_PRIORITIES, 0, c->wc->priorities);
+	} else {
+		OPT(MHD_OPTION_LISTEN_SOCKET, l->fd, NULL);
+		OPT(MHD_OPTION_LISTEN_BACKLOG_SIZE, SOMAXCONN, NULL);
 	}
 	OPT(MHD_OPTION_END, 0, NULL);
 #undef OPT
@@ -1003,73 +1833,51 @@ static struct MHD_Daemon *start_one(const struct http_opts *o,
 				MHD_OPTION_ARRAY, opts, MHD_OPTION_END);
 }
 
-static int load_config(const char *path)
-{
-	char err[512];
-	int r = web_config_load(path, &srv.wc, err, sizeof(err));
-
-	if (r) {
-		errmsg("export: --web.config.file %s", err);
-		return r;
-	}
-	if (srv.wc->client_ca_pem) {
-		gnutls_datum_t ca = { (unsigned char *)srv.wc->client_ca_pem,
-				      (unsigned int)strlen(
-					      srv.wc->client_ca_pem) };
-
-		if (gnutls_x509_trust_list_init(&srv.trust, 0) < 0)
-			return -ENOMEM;
-		if (gnutls_x509_trust_list_add_trust_mem(srv.trust, &ca, NULL,
-							 GNUTLS_X509_FMT_PEM, 0,
-							 0) <= 0) {
-			errmsg("export: --web.config.file %s: cannot load the client CA",
-			       path);
-			return -EINVAL;
-		}
-	}
-	return 0;
-}
-
 static void stop_all(void)
 {
 	size_t i;
 
+	if (srv.front_started) {
+		if (write(srv.front_stop[1], "s", 1) < 0) {
+			/* The thread also looks every second. */
+		}
+		pthread_join(srv.front, NULL);
+		srv.front_started = false;
+	}
 	/* Answer what is queued, then refuse: no connection stays suspended. */
 	queue_stop(&srv.scrapes);
 	queue_stop(&srv.auths);
-	for (i = 0; i < srv.nd; i++)
-		MHD_stop_daemon(srv.d[i]);
-	srv.nd = 0;
-	if (srv.trust)
-		gnutls_x509_trust_list_deinit(srv.trust, 1);
-	srv.trust = NULL;
-	web_config_free(srv.wc);
-	srv.wc = NULL;
+	for (i = 0; i < srv.nl; i++) {
+		if (srv.l[i].d)
+			MHD_stop_daemon(srv.l[i].d);
+		/* MHD closes a listen socket it was given, not the TLS ones. */
+		if (srv.tls || !srv.l[i].d)
+			close(srv.l[i].fd);
+		srv.l[i].d = NULL;
+	}
+	srv.nl = 0;
+	cfg_put(srv.cfg);
+	srv.cfg = NULL;
 	explicit_bzero(srv.mac_key, sizeof(srv.mac_key));
 	explicit_bzero(srv.cache, sizeof(srv.cache));
-	if (srv.wake[0] >= 0) {
-		close(srv.wake[0]);
-		close(srv.wake[1]);
+	for (i = 0; i < 2; i++) {
+		if (srv.wake[i] >= 0)
+			close(srv.wake[i]);
+		if (srv.front_stop[i] >= 0)
+			close(srv.front_stop[i]);
+		srv.wake[i] = srv.front_stop[i] = -1;
 	}
-	srv.wake[0] = srv.wake[1] = -1;
 }
 
 int http_serve(const struct http_opts *o, http_render_fn render, void *ctx)
 {
-	struct listen_addr addrs[HTTP_MAX_LISTEN];
 	struct sigaction sa = { .sa_handler = on_signal };
 	sigset_t block, old;
+	char err[512], c;
+	struct cfg *cfg;
 	size_t i;
-	char c;
-	int rc = EXIT_OK;
+	int r, rc = EXIT_OK;
 
-	for (i = 0; i < o->nlisten; i++) {
-		if (parse_listen(o->listen[i], &addrs[i])) {
-			errmsg("export: bad listen address '%s'", o->listen[i]);
-			return EXIT_USAGE;
-		}
-		listen_fallback(&addrs[i]);
-	}
 	srv.render = render;
 	srv.ctx = ctx;
 	srv.telemetry_path = o->telemetry_path;
@@ -1077,60 +1885,114 @@ int http_serve(const struct http_opts *o, http_render_fn render, void *ctx)
 		 strcmp(o->telemetry_path, "/metrics") ? o->telemetry_path :
 							 "metrics");
 	srv.max_conns = o->max_requests;
+	srv.max_connections = o->max_connections;
 	srv.scrapes.tail = &srv.scrapes.head;
 	srv.auths.tail = &srv.auths.head;
-	if (o->web_config && load_config(o->web_config)) {
-		stop_all();
+	srv.cfg_path = o->web_config;
+	r = cfg_load(o->web_config, &cfg, err, sizeof(err));
+	if (r) {
+		logmsg(LOG_ERROR, "export: --web.config.file %s",
+		       err[0] ? err : strerror(-r));
 		return EXIT_USAGE;
 	}
+	srv.cfg = cfg;
+	srv.tls = cfg->wc && cfg->wc->tls;
 	if (gnutls_rnd(GNUTLS_RND_KEY, srv.mac_key, sizeof(srv.mac_key)) < 0 ||
-	    pipe2(srv.wake, O_CLOEXEC)) {
-		errmsg("export: cannot set up: %s", strerror(errno));
+	    pipe2(srv.wake, O_CLOEXEC) || pipe2(srv.front_stop, O_CLOEXEC)) {
+		logmsg(LOG_ERROR, "export: cannot set up: %s", strerror(errno));
 		stop_all();
 		return EXIT_FAIL;
 	}
+	if (o->systemd_socket) {
+		rc = systemd_listeners();
+	} else {
+		for (i = 0; i < o->nlisten; i++) {
+			r = open_listener(o->listen[i], &srv.l[i]);
+			if (r) {
+				logmsg(LOG_ERROR,
+				       "export: cannot listen on %s: %s",
+				       o->listen[i], strerror(-r));
+				rc = r == -EINVAL ? EXIT_USAGE : EXIT_LISTEN;
+				break;
+			}
+			srv.nl++;
+		}
+	}
+	if (rc) {
+		stop_all();
+		return rc;
+	}
 
-	/* The threads started from here on leave SIGINT and SIGTERM to us. */
+	/* The threads started from here on leave the signals to us. */
 	sigemptyset(&block);
 	sigaddset(&block, SIGINT);
 	sigaddset(&block, SIGTERM);
+	sigaddset(&block, SIGHUP);
 	pthread_sigmask(SIG_BLOCK, &block, &old);
 	signal(SIGPIPE, SIG_IGN);
 	if (pthread_create(&srv.scrapes.thread, NULL, scraper, NULL) == 0)
 		srv.scrapes.started = true;
-	if (srv.wc && srv.wc->nusers &&
-	    pthread_create(&srv.auths.thread, NULL, verifier, NULL) == 0)
+	/* Started whatever the config: a reload may add users. */
+	if (pthread_create(&srv.auths.thread, NULL, verifier, NULL) == 0)
 		srv.auths.started = true;
-	if (!srv.scrapes.started ||
-	    (srv.wc && srv.wc->nusers && !srv.auths.started)) {
-		errmsg("export: cannot start a thread");
+	if (!srv.scrapes.started || !srv.auths.started) {
+		logmsg(LOG_ERROR, "export: cannot start a thread");
 		rc = EXIT_FAIL;
 	}
-	for (i = 0; !rc && i < o->nlisten; i++) {
-		const union MHD_DaemonInfo *di;
+	for (i = 0; !rc && i < srv.nl; i++) {
+		struct sockaddr_storage ss;
+		socklen_t sl = sizeof(ss);
+		unsigned int port = 0;
 
 		srv.log_last[0] = '\0';
-		srv.d[i] = start_one(o, &addrs[i]);
-		if (!srv.d[i]) {
-			errmsg("export: cannot listen on %s%s%s", o->listen[i],
-			       srv.log_last[0] ? ": " : "", srv.log_last);
+		srv.l[i].d = start_daemon(o, &srv.l[i], cfg);
+		if (!srv.l[i].d) {
+			logmsg(LOG_ERROR, "export: cannot serve %s%s%s",
+			       srv.l[i].name, srv.log_last[0] ? ": " : "",
+			       srv.log_last);
 			rc = EXIT_LISTEN;
 			break;
 		}
-		srv.nd++;
-		di = MHD_get_daemon_info(srv.d[i], MHD_DAEMON_INFO_BIND_PORT);
+		if (!getsockname(srv.l[i].fd, (void *)&ss, &sl))
+			port = ntohs(
+				ss.ss_family == AF_INET6 ?
+					((struct sockaddr_in6 *)&ss)
+						->sin6_port :
+					((struct sockaddr_in *)&ss)->sin_port);
 		logmsg(LOG_INFO, "export: serving %s on %s (port %u)",
-		       srv.wc && srv.wc->tls ? "https" : "http", o->listen[i],
-		       di ? di->port : 0);
+		       srv.tls ? "https" : "http", srv.l[i].name, port);
+	}
+	if (!rc && srv.tls) {
+		if (pthread_create(&srv.front, NULL, front, NULL) == 0) {
+			srv.front_started = true;
+		} else {
+			logmsg(LOG_ERROR, "export: cannot start a thread");
+			rc = EXIT_FAIL;
+		}
 	}
 	if (!rc) {
 		sigaction(SIGINT, &sa, NULL);
 		sigaction(SIGTERM, &sa, NULL);
+		sigaction(SIGHUP, &sa, NULL);
 		pthread_sigmask(SIG_SETMASK, &old, NULL);
-		while (read(srv.wake[0], &c, 1) < 0 && errno == EINTR)
-			;
+		for (;;) {
+			ssize_t got = read(srv.wake[0], &c, 1);
+
+			if (got < 0 && errno == EINTR)
+				continue;
+			if (got == 1 && c == 'h') {
+				if (srv.cfg_path)
+					reload("SIGHUP");
+				else
+					logmsg(LOG_INFO,
+					       "export: SIGHUP: no --web.config.file to reload");
+				continue;
+			}
+			break;
+		}
 		signal(SIGINT, SIG_DFL);
 		signal(SIGTERM, SIG_DFL);
+		signal(SIGHUP, SIG_DFL);
 	}
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	stop_all();

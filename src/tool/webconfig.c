@@ -240,9 +240,12 @@ static int read_path(struct parse *p, const yaml_node_t *n, const char *key,
 	return 0;
 }
 
-/* Read @name, relative to the configuration file's directory. */
+/*
+ * Read @name, relative to the configuration file's directory; its path
+ * goes to *@where.
+ */
 static int read_file(struct parse *p, const yaml_node_t *n, const char *key,
-		     const char *name, char **out)
+		     const char *name, char **out, char **where)
 {
 	char path[PATH_MAX];
 	int r;
@@ -253,6 +256,9 @@ static int read_file(struct parse *p, const yaml_node_t *n, const char *key,
 		r = snprintf(path, sizeof(path), "%s/%s", p->dir, name);
 	if (r < 0 || (size_t)r >= sizeof(path))
 		return fail(p, n, "%s: file name too long", key);
+	*where = strdup(path);
+	if (!*where)
+		return -ENOMEM;
 	return read_path(p, n, key, path, out);
 }
 
@@ -684,6 +690,8 @@ static int priorities(struct parse *p)
 			"tls_server_config: GnuTLS rejects the priorities '%s' at '%s': %s",
 			buf, errpos ? errpos : "", gnutls_strerror(r));
 	gnutls_priority_deinit(prio);
+	p->c->min_version = p->min_version;
+	p->c->max_version = p->max_version;
 	p->c->priorities = strdup(buf);
 	return p->c->priorities ? 0 : -ENOMEM;
 }
@@ -737,17 +745,19 @@ static int tls_finish(struct parse *p)
 			p, NULL,
 			"tls_server_config: client_allowed_sans needs a client_auth_type that asks for a certificate");
 
-	err = p->cert_file ? read_file(p, p->cert_node, "cert_file",
-				       p->cert_file, &c->cert_pem) :
-			     ((c->cert_pem = strdup(p->cert)) ? 0 : -ENOMEM);
+	err = p->cert_file ?
+		      read_file(p, p->cert_node, "cert_file", p->cert_file,
+				&c->cert_pem, &c->cert_path) :
+		      ((c->cert_pem = strdup(p->cert)) ? 0 : -ENOMEM);
 	if (!err)
 		err = p->key_file ?
 			      read_file(p, p->key_node, "key_file", p->key_file,
-					&c->key_pem) :
+					&c->key_pem, &c->key_path) :
 			      ((c->key_pem = strdup(p->key)) ? 0 : -ENOMEM);
 	if (!err && p->client_ca_file)
 		err = read_file(p, p->ca_node, "client_ca_file",
-				p->client_ca_file, &c->client_ca_pem);
+				p->client_ca_file, &c->client_ca_pem,
+				&c->client_ca_path);
 	else if (!err && p->client_ca)
 		err = (c->client_ca_pem = strdup(p->client_ca)) ? 0 : -ENOMEM;
 	if (err)
@@ -900,6 +910,9 @@ void web_config_free(struct web_config *c)
 		return;
 	free(c->cert_pem);
 	free_secret(c->key_pem);
+	free(c->cert_path);
+	free(c->key_path);
+	free(c->client_ca_path);
 	free(c->client_ca_pem);
 	free(c->priorities);
 	for (i = 0; i < c->nsans; i++)
