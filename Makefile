@@ -172,6 +172,8 @@ include $(CURDIR)/packaging/packaging.mk
 #   make check-long                 the same with KVMSTATS_LONG=1, longer timeouts
 #   make check-shell [KERNEL=6.12] [CONFIG=default]
 #                                   boot the test guest and get a shell in it
+#   make check-monitoring           promtool check/test the rules, check the
+#                                   dashboard against the exporter (host)
 #   make check-selftest [KERNEL=6.12]
 #                                   prove the harness fails when it must (hangs,
 #                                   WARNs, panics, missing token, not ok)
@@ -182,7 +184,7 @@ include $(CURDIR)/packaging/packaging.mk
 KERNEL ?= 6.12
 CONFIG ?= default
 
-.PHONY: deps check check-long check-shell check-selftest lint format
+.PHONY: deps check check-long check-shell check-selftest check-monitoring lint format
 
 deps:
 	tests/qemu/deps all
@@ -192,6 +194,10 @@ check:
 
 check-long:
 	tests/qemu/check --long
+
+# The monitoring mixin alone (make check runs it as tests/host/55-monitoring).
+check-monitoring:
+	monitoring/check
 
 check-shell:
 	tests/qemu/deps check
