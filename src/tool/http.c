@@ -729,8 +729,10 @@ static void tls_refuse(gnutls_session_t s, gnutls_alert_description_t alert,
 {
 	struct conn *cn = conn_of(s);
 	const char *an = gnutls_alert_get_strname(alert);
-	char name[64];
-	size_t i;
+	size_t i, drained = 0;
+	char name[64], buf[4096];
+	ssize_t r;
+	int fd;
 
 	/* GNUTLS_A_UNKNOWN_CA: the RFC's name, unknown_ca. */
 	an = an && !strncmp(an, "GNUTLS_A_", 9) ? an + 9 : an ? an : "?";
@@ -740,6 +742,19 @@ static void tls_refuse(gnutls_session_t s, gnutls_alert_description_t alert,
 	name[i] = '\0';
 
 	gnutls_alert_send(s, GNUTLS_AL_FATAL, alert);
+	/*
+	 * libmicrohttpd closes the connection next.  Closing with the
+	 * client's next records unread (a TLS 1.3 client sends its request
+	 * right after its Finished) would answer with a reset, which can
+	 * overtake the alert: end our side, and read what is there.
+	 */
+	fd = gnutls_transport_get_int(s);
+	if (fd >= 0) {
+		shutdown(fd, SHUT_WR);
+		while (drained < (64 << 10) &&
+		       (r = recv(fd, buf, sizeof(buf), MSG_DONTWAIT)) > 0)
+			drained += (size_t)r;
+	}
 	if (cn)
 		cn->logged = true;
 	if (log_allowed())
