@@ -226,12 +226,15 @@ format:
 #   make bench-build                build/bench/kvmstats-bench only
 #   make bench-http                 the exporter's HTTP server under hostile
 #                                   clients, beside node_exporter (host only)
+#   make bench-series               series, bytes and CPU a scrape and Prometheus'
+#                                   head series at 100 x 8, defaults and every
+#                                   series (host and guest)
 #   make bench-tracker              a VM's first stats file against a further
 #                                   one: what it costs the VMM (guest)
 # ---------------------------------------------------------------------------
 BENCH_KERNEL ?= 6.12
 
-.PHONY: bench bench-build bench-http bench-tracker
+.PHONY: bench bench-build bench-http bench-tracker bench-series
 
 bench:
 	BENCH_KERNEL_SEL=$(BENCH_KERNEL) bench/run $(BENCH_KERNEL)
@@ -242,6 +245,12 @@ bench-build: $(BUILD)/bench/kvmstats-bench
 # host (bench/http-bench): a section of docs/performance.md.
 bench-http:
 	bench/http-bench --docs docs/performance.md
+
+# The exporter's series budget at 100 VMs x 8 vCPUs, defaults against every
+# series, on this host and in a guest (bench/series-budget; make bench runs
+# it too): a section of docs/performance.md.  Boots a guest.
+bench-series:
+	bench/series-budget --kernel $(BENCH_KERNEL) --docs docs/performance.md
 
 # What a VM's first stats file costs its VMM (bench/tracker-cost): figures
 # quoted in docs/design.md.
