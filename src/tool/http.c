@@ -1495,16 +1495,18 @@ static void reload(const char *why)
 	if (r) {
 		/* Said once for these files, not at every connection. */
 		stamp_files(srv.cfg_path, old ? old->wc : NULL, now);
+		pthread_mutex_lock(&srv.cfg_lock);
 		memcpy(srv.failed, now, sizeof(now));
+		pthread_mutex_unlock(&srv.cfg_lock);
 		log_kv(LOG_ERROR,
 		       "export: reloading the web config failed, keeping the one loaded before",
 		       "why", why, "error", err, (const char *)NULL);
 	} else {
 		pthread_mutex_lock(&srv.cfg_lock);
 		srv.cfg = c;
+		memset(srv.failed, 0, sizeof(srv.failed));
 		pthread_mutex_unlock(&srv.cfg_lock);
 		cfg_put(old); /* the server's reference */
-		memset(srv.failed, 0, sizeof(srv.failed));
 		log_kv(LOG_INFO, "export: web config reloaded", "why", why,
 		       "file", srv.cfg_path, (const char *)NULL);
 	}
@@ -1536,8 +1538,10 @@ static void maybe_reload(void)
 		return;
 	c = cfg_get();
 	stamp_files(srv.cfg_path, c ? c->wc : NULL, now);
+	pthread_mutex_lock(&srv.cfg_lock);
 	changed = c && !stamps_equal(now, c->stamps) &&
 		  !stamps_equal(now, srv.failed);
+	pthread_mutex_unlock(&srv.cfg_lock);
 	cfg_put(c);
 	if (changed)
 		reload("a file changed");
