@@ -156,7 +156,7 @@ unit: $(UNIT_OUT)/libkvmstats-test
 
 $(UNIT_OUT)/libkvmstats-test: $(UNIT_SRCS) tests/lib/json_check.h $(LIB_OUT)/libkvmstats.a $(UNIT_TOOL_SRCS) $(TOOL_HDRS)
 	@mkdir -p $(@D)
-	$(USER_CC) $(USER_CPPFLAGS) -Isrc/tool -Itests/lib $(USER_CFLAGS) -Wl,--wrap=ioctl -o $@ $(UNIT_SRCS) $(UNIT_TOOL_SRCS) $(LIB_OUT)/libkvmstats.a -lm
+	$(USER_CC) $(USER_CPPFLAGS) -Isrc/tool -Itests/lib $(USER_CFLAGS) -Wl,--wrap=ioctl -o $@ $(UNIT_SRCS) $(UNIT_TOOL_SRCS) $(LIB_OUT)/libkvmstats.a -lm -pthread
 
 # ---------------------------------------------------------------------------
 # Packaging: DKMS, Debian packages, make demo (issue 6); see packaging/packaging.mk.

@@ -71,19 +71,21 @@ extern "C" {
 
 /*
  * Growing without breaking callers.  libkvmstats.so.1 keeps its ABI: every
- * symbol carries a version (LIBKVMSTATS_1, later LIBKVMSTATS_1.1, ...), and
- * the three public structs below never change size.  Each ends in reserved
- * space; a later release gives new members that space, and code compiled
- * against this header keeps working with it.  Why reserved space rather
- * than opaque handles or a size field: two of them are arrays the caller
- * indexes (the VM list, the samples of a sweep), which only a fixed
+ * symbol carries a version (LIBKVMSTATS_1; the vCPU threads and their
+ * scheduler figures came in LIBKVMSTATS_1.1, ...), and the public structs
+ * below never change size.  Each ends in reserved space; a later release
+ * gives new members that space, and code compiled against this header
+ * keeps working with it.  Why reserved space rather than opaque handles
+ * or a size field: most of them are arrays the caller indexes (the VM and
+ * vCPU lists, the samples of a sweep), which only a fixed
  * element size keeps simple and cheap, and kvmstats_stat is read field by
  * field on every sample, where an accessor call per field would cost more
  * than the read.  The rules:
  *   - struct kvmstats_stat is only ever made by the library and handed out
  *     by const pointer; its reserved words are zero;
- *   - struct kvmstats_vm_info arrays are made by the library; reserved
- *     words are zero;
+ *   - struct kvmstats_vm_info and struct kvmstats_vcpu_info arrays, and
+ *     struct kvmstats_sched, are filled by the library; reserved words are
+ *     zero;
  *   - struct kvmstats_sample is filled by the caller: its reserved words
  *     must be zero (a designated initializer or memset does it), else the
  *     sample fails with -EINVAL, so that a member a later release defines
@@ -142,6 +144,55 @@ struct kvmstats_vm_info {
 	uint32_t reserved[4]; /* zero */
 };
 
+/*
+ * One vCPU of a VM and the host thread that last ran it, as listed by
+ * /dev/kvmstats (KVMSTATS_LIST_VCPUS, API version 3; LIBKVMSTATS_1.1).
+ * 32 bytes.
+ */
+struct kvmstats_vcpu_info {
+	uint32_t index;	  /* 0 .. nr_vcpus - 1: the @vcpu of the stats calls */
+	uint32_t vcpu_id; /* the id given to KVM_CREATE_VCPU */
+	/*
+	 * The thread that last entered KVM_RUN on it, as a thread id of the
+	 * caller's pid namespace; 0 when there is none to name, and then
+	 * flags says why: KVMSTATS_VCPU_NEVER_RUN, _TID_EXITED or
+	 * _TID_HIDDEN (the device's, <linux/kvmstats.h>), or
+	 * KVMSTATS_VCPU_UNKNOWN (the library's).
+	 */
+	int32_t tid;
+	uint32_t flags;
+	uint32_t reserved[4]; /* zero */
+};
+
+/*
+ * kvmstats_vcpu_info.flags, set by the library (never by the device): the
+ * device is older than KVMSTATS_LIST_VCPUS (API version < 3), so neither
+ * the thread nor the vcpu_id is known (tid and vcpu_id are 0).
+ */
+#define KVMSTATS_VCPU_UNKNOWN (1U << 31)
+
+/*
+ * What the scheduler gave a thread, from /proc (LIBKVMSTATS_1.1): the
+ * figures libvirt calls a vCPU's time and delay.  64 bytes.
+ */
+struct kvmstats_sched {
+	uint64_t cpu_ns; /* time it ran on a CPU (schedstat's 1st field) */
+	/*
+	 * Time it was runnable but waiting on a run queue for a CPU
+	 * (schedstat's 2nd field): for a vCPU thread, the steal its guest
+	 * sees.
+	 */
+	uint64_t wait_ns;
+	uint64_t timeslices; /* times it was put on a CPU (3rd field) */
+	/* The CPU it last ran on (stat's field 39); -1 if not asked for. */
+	int32_t last_cpu;
+	uint32_t reserved0;   /* zero */
+	uint64_t reserved[4]; /* zero */
+};
+
+/* kvmstats_thread_sched() flags: also read last_cpu (one more file). */
+#define KVMSTATS_SCHED_LAST_CPU 0x1
+
 struct kvmstats_file;
 struct kvmstats_sweep;
 struct kvmstats_vmref;
@@ -159,7 +210,8 @@ int kvmstats_open_device(void);
 
 /*
  * KVMSTATS_GET_API_VERSION on @devfd: the version, or -errno.  Version 2
- * adds pidfd addressing (KVMSTATS_LIST_PIDFD, KVMSTATS_FD_PIDFD).
+ * adds pidfd addressing (KVMSTATS_LIST_PIDFD, KVMSTATS_FD_PIDFD), version
+ * 3 the vCPUs' threads (KVMSTATS_LIST_VCPUS).
  */
 int kvmstats_api_version(int devfd);
 
@@ -194,6 +246,31 @@ int kvmstats_get_stats_fd(int devfd, pid_t pid, int fd, int vcpu);
  * 1 device (it knows no flags).
  */
 int kvmstats_get_stats_fd_pidfd(int devfd, int pidfd, int fd, int vcpu);
+
+/*
+ * The vCPUs of VM fd @fd of process @pid and the thread that runs each
+ * (KVMSTATS_LIST_VCPUS, API version 3; LIBKVMSTATS_1.1): returns their
+ * number and sets *@vcpus to a malloc()ed array in index order, which the
+ * caller frees with free() (NULL when there are none); or -errno as
+ * kvmstats_get_stats_fd().  A vCPU's tid is the thread that last entered
+ * KVM_RUN on it, so it names the thread running the vCPU now or the last
+ * one that did; the answer is read without waiting for the VM.
+ *
+ * On a device older than version 3 (-ENOTTY for the ioctl) the vCPUs come
+ * from the VM listing instead, each flagged KVMSTATS_VCPU_UNKNOWN with tid
+ * and vcpu_id 0; if the listing does not have the VM at @fd (it lists each
+ * VM at its lowest fd), the answer is -ENOTTY.
+ */
+int kvmstats_list_vcpus(int devfd, pid_t pid, int fd,
+			struct kvmstats_vcpu_info **vcpus);
+
+/*
+ * The same, naming the process by @pidfd, a pidfd of the caller
+ * (KVMSTATS_FD_PIDFD).  On a version 2 device the fallback lists with
+ * KVMSTATS_LIST_PIDFD; a version 1 device gives -ENOTTY.
+ */
+int kvmstats_list_vcpus_pidfd(int devfd, int pidfd, int fd,
+			      struct kvmstats_vcpu_info **vcpus);
 
 /*
  * A VM named without races: struct kvmstats_vmref holds a pidfd of the VM's
@@ -252,6 +329,50 @@ int kvmstats_vmref_file_open(struct kvmstats_vmref *ref, int vcpu,
  * holds no pidfd; never blocks.
  */
 int kvmstats_vmref_exited(const struct kvmstats_vmref *ref);
+
+/*
+ * The vCPUs of @ref's VM and their threads, as kvmstats_list_vcpus()
+ * (LIBKVMSTATS_1.1), through the pidfd when @ref has one.  By pid, the
+ * answer is kept only if the pidfd shows the process alive after the
+ * ioctl, as for stats fds: -ESRCH once the process has exited.  The tids
+ * are those of the caller's pid namespace; kvmstats_thread_sched() of
+ * (kvmstats_vmref_pid(), tid) reads what the scheduler gave each.
+ */
+int kvmstats_vmref_list_vcpus(struct kvmstats_vmref *ref,
+			      struct kvmstats_vcpu_info **vcpus);
+
+/*
+ * What the scheduler gave thread @tid of process @pid (both ids of the
+ * caller's pid namespace, as kvmstats_list_vcpus() gives them), read from
+ * /proc/@pid/task/@tid/schedstat and, with KVMSTATS_SCHED_LAST_CPU in
+ * @flags, /proc/@pid/task/@tid/stat (LIBKVMSTATS_1.1).  Going through
+ * the process's task directory means a tid reused by a thread of another
+ * process is never read.  0 and *@sched filled, or -errno, which says why
+ * the figures are not known (never zeros made up):
+ *   -ESRCH       the thread (or its process) has exited, or @tid is not
+ *                a thread of @pid;
+ *   -EACCES      /proc hides it from the caller (mounted with hidepid=):
+ *                the process exists but /proc will not show it;
+ *   -EXDEV       /proc is another pid namespace's (its /proc/self is not
+ *                the caller), so its ids are not the caller's;
+ *   -ENOENT      there is no /proc;
+ *   -EOPNOTSUPP  the kernel keeps no such figures (no schedstat file, or
+ *                one of zeros for a thread that has run: scheduler
+ *                statistics off);
+ *   -EBADMSG     a file did not parse; -EINVAL for bad arguments.
+ * Two or three system calls per file; no allocation.
+ */
+int kvmstats_thread_sched(pid_t pid, pid_t tid, unsigned int flags,
+			  struct kvmstats_sched *sched);
+
+/*
+ * The same from a directory laid out like /proc/PID, open as @dirfd
+ * (its task/@tid/schedstat and task/@tid/stat): for recorded hosts and
+ * tests.  -ESRCH when task/@tid is not there, -EACCES when it cannot be
+ * read; no pid namespace check (the directory is the caller's word).
+ */
+int kvmstats_thread_sched_at(int dirfd, pid_t tid, unsigned int flags,
+			     struct kvmstats_sched *sched);
 
 /* kvmstats_file_adopt() flags */
 #define KVMSTATS_ADOPT_BORROW 0x1 /* do not close the fd in _free() */

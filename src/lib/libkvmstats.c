@@ -11,7 +11,10 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -39,6 +42,14 @@ _Static_assert(sizeof(struct kvmstats_vm_info) == 32,
 	       "struct kvmstats_vm_info never changes size");
 _Static_assert(sizeof(void *) != 8 || sizeof(struct kvmstats_sample) == 64,
 	       "struct kvmstats_sample never changes size");
+_Static_assert(sizeof(struct kvmstats_vcpu_info) == 32,
+	       "struct kvmstats_vcpu_info never changes size");
+_Static_assert(sizeof(struct kvmstats_sched) == 64,
+	       "struct kvmstats_sched never changes size");
+_Static_assert((KVMSTATS_VCPU_UNKNOWN &
+		(KVMSTATS_VCPU_NEVER_RUN | KVMSTATS_VCPU_TID_EXITED |
+		 KVMSTATS_VCPU_TID_HIDDEN)) == 0,
+	       "the library's vCPU flag is none of the device's");
 
 /*
  * The on-disk layout, written out here rather than taken from <linux/kvm.h>
@@ -254,6 +265,138 @@ int kvmstats_get_stats_fd_pidfd(int devfd, int pidfd, int fd, int vcpu)
 	return get_stats_fd(devfd, pidfd, KVMSTATS_FD_PIDFD, fd, vcpu);
 }
 
+/* ---------------------------------------------------------- vCPU threads */
+
+/*
+ * KVMSTATS_LIST_VCPUS for (@pid or pidfd, @fd), retried with the room the
+ * device asks for while vCPUs are being added; a fresh array of struct
+ * kvmstats_vcpu_info.
+ */
+static int list_vcpus(int devfd, int pid, unsigned int flags, int fd,
+		      struct kvmstats_vcpu_info **vcpus)
+{
+	struct kvmstats_vcpu_list *l = NULL;
+	struct kvmstats_vcpu_info *out;
+	uint32_t room = 8, nr = 0, i;
+	int tries, r;
+
+	for (tries = 0; tries < LIST_TRIES; tries++) {
+		void *n = realloc(l, sizeof(*l) + room * sizeof(l->vcpus[0]));
+
+		if (!n) {
+			free(l);
+			return -ENOMEM;
+		}
+		l = n;
+		memset(l, 0, sizeof(*l));
+		l->pid = pid;
+		l->fd = fd;
+		l->flags = flags;
+		l->nr = room;
+		r = ioctl(devfd, KVMSTATS_LIST_VCPUS, l);
+		nr = l->nr;
+		if (r == 0)
+			break;
+		if (errno != E2BIG) {
+			r = -errno;
+			free(l);
+			return r;
+		}
+		room = nr + 4;
+	}
+	if (tries == LIST_TRIES) {
+		free(l);
+		return -EAGAIN;
+	}
+	if (nr == 0) {
+		free(l);
+		return 0;
+	}
+	out = calloc(nr, sizeof(*out));
+	if (!out) {
+		free(l);
+		return -ENOMEM;
+	}
+	for (i = 0; i < nr; i++) {
+		out[i].index = l->vcpus[i].index;
+		out[i].vcpu_id = l->vcpus[i].vcpu_id;
+		out[i].tid = l->vcpus[i].tid;
+		out[i].flags = l->vcpus[i].flags;
+	}
+	free(l);
+	*vcpus = out;
+	return (int)nr;
+}
+
+static int find_vm(const struct kvmstats_vm_info *vms, int n, pid_t pid, int fd,
+		   unsigned int *nr_vcpus);
+
+/*
+ * A device without KVMSTATS_LIST_VCPUS: the VM's vCPUs as its listing
+ * (@pidfd's, or the host's for @pid) counts them, their threads unknown.
+ */
+static int unknown_vcpus(int devfd, int pidfd, pid_t pid, int fd,
+			 struct kvmstats_vcpu_info **vcpus)
+{
+	struct kvmstats_vm_info *vms = NULL;
+	struct kvmstats_vcpu_info *out;
+	unsigned int nr = 0, i;
+	int n, err;
+
+	n = pidfd >= 0 ? kvmstats_list_pidfd(devfd, pidfd, &vms) :
+			 kvmstats_list_vms(devfd, &vms);
+	if (n < 0)
+		return n;
+	/* pid is unused by pidfd: the listing is of that one process. */
+	if (pidfd >= 0 && n > 0)
+		pid = vms[0].pid;
+	err = find_vm(vms, n, pid, fd, &nr);
+	free(vms);
+	if (err)
+		return -ENOTTY; /* not at its lowest fd, or not listed: unknown */
+	if (!nr)
+		return 0;
+	out = calloc(nr, sizeof(*out));
+	if (!out)
+		return -ENOMEM;
+	for (i = 0; i < nr; i++) {
+		out[i].index = i;
+		out[i].flags = KVMSTATS_VCPU_UNKNOWN;
+	}
+	*vcpus = out;
+	return (int)nr;
+}
+
+int kvmstats_list_vcpus(int devfd, pid_t pid, int fd,
+			struct kvmstats_vcpu_info **vcpus)
+{
+	int n;
+
+	if (!vcpus)
+		return -EINVAL;
+	*vcpus = NULL;
+	n = list_vcpus(devfd, pid, 0, fd, vcpus);
+	if (n == -ENOTTY)
+		n = unknown_vcpus(devfd, -1, pid, fd, vcpus);
+	return n;
+}
+
+int kvmstats_list_vcpus_pidfd(int devfd, int pidfd, int fd,
+			      struct kvmstats_vcpu_info **vcpus)
+{
+	int n;
+
+	if (!vcpus)
+		return -EINVAL;
+	*vcpus = NULL;
+	if (pidfd < 0)
+		return -EBADF;
+	n = list_vcpus(devfd, pidfd, KVMSTATS_FD_PIDFD, fd, vcpus);
+	if (n == -ENOTTY)
+		n = unknown_vcpus(devfd, pidfd, 0, fd, vcpus);
+	return n;
+}
+
 /* ---------------------------------------------------------------- vmref */
 
 /* Find (pid, fd) in @vms; its vCPU count, or -ESRCH / -EBADF. */
@@ -450,6 +593,227 @@ int kvmstats_vmref_exited(const struct kvmstats_vmref *ref)
 	if (ref->pidfd < 0)
 		return -EOPNOTSUPP;
 	return pidfd_exited(ref->pidfd);
+}
+
+int kvmstats_vmref_list_vcpus(struct kvmstats_vmref *ref,
+			      struct kvmstats_vcpu_info **vcpus)
+{
+	int n, gone;
+
+	if (!ref || !vcpus)
+		return -EINVAL;
+	*vcpus = NULL;
+	if (kvmstats_vmref_by_pidfd(ref)) {
+		return kvmstats_list_vcpus_pidfd(ref->devfd, ref->pidfd,
+						 ref->fd, vcpus);
+	}
+	n = kvmstats_list_vcpus(ref->devfd, ref->pid, ref->fd, vcpus);
+	if (n < 0 || ref->pidfd < 0)
+		return n;
+	/* Alive after the ioctl: the pid named the pidfd's process. */
+	gone = pidfd_exited(ref->pidfd);
+	if (gone) {
+		free(*vcpus);
+		*vcpus = NULL;
+		return gone < 0 ? gone : -ESRCH;
+	}
+	return n;
+}
+
+/* ------------------------------------------------- scheduler figures */
+
+/*
+ * Read a small file @name under @dirfd into @buf (NUL-terminated): its
+ * length, or -errno.
+ */
+static ssize_t read_at(int dirfd, const char *name, char *buf, size_t len)
+{
+	size_t n = 0;
+	int fd;
+
+	fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	while (n + 1 < len) {
+		ssize_t r = read(fd, buf + n, len - 1 - n);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			r = -errno;
+			close(fd);
+			return r;
+		}
+		if (r == 0)
+			break;
+		n += (size_t)r;
+	}
+	close(fd);
+	buf[n] = '\0';
+	return (ssize_t)n;
+}
+
+/* An unsigned decimal at *@p (after spaces); advances *@p.  false: none. */
+static bool next_u64(const char **p, uint64_t *v)
+{
+	const char *s = *p;
+	uint64_t x = 0;
+
+	while (*s == ' ')
+		s++;
+	if (*s < '0' || *s > '9')
+		return false;
+	for (; *s >= '0' && *s <= '9'; s++) {
+		if (x > (UINT64_MAX - (uint64_t)(*s - '0')) / 10)
+			return false;
+		x = x * 10 + (uint64_t)(*s - '0');
+	}
+	*p = s;
+	*v = x;
+	return true;
+}
+
+/* Errors of openat() under a task directory, as the header says them. */
+static int task_errno(int err)
+{
+	return err == -ENOENT ? -ESRCH : err == -EPERM ? -EACCES : err;
+}
+
+int kvmstats_thread_sched_at(int dirfd, pid_t tid, unsigned int flags,
+			     struct kvmstats_sched *sched)
+{
+	char path[64], buf[1024];
+	const char *p;
+	uint64_t v[3];
+	ssize_t n;
+	int tfd, i;
+
+	if (!sched || tid <= 0 || (flags & ~KVMSTATS_SCHED_LAST_CPU))
+		return -EINVAL;
+	memset(sched, 0, sizeof(*sched));
+	sched->last_cpu = -1;
+	snprintf(path, sizeof(path), "task/%d", (int)tid);
+	tfd = openat(dirfd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (tfd < 0)
+		return task_errno(-errno);
+	/* The thread is there: a missing schedstat is a kernel without. */
+	n = read_at(tfd, "schedstat", buf, sizeof(buf));
+	if (n == -ENOENT) {
+		close(tfd);
+		return -EOPNOTSUPP;
+	}
+	if (n < 0) {
+		close(tfd);
+		return task_errno((int)n);
+	}
+	p = buf;
+	for (i = 0; i < 3; i++) {
+		if (!next_u64(&p, &v[i])) {
+			close(tfd);
+			return -EBADMSG;
+		}
+	}
+	/*
+	 * A kernel whose scheduler statistics are off prints "0 0 0"; a
+	 * thread that has run (the device names only those) has run for
+	 * some time, so that is no figure.
+	 */
+	if (!v[0] && !v[1] && !v[2]) {
+		close(tfd);
+		return -EOPNOTSUPP;
+	}
+	sched->cpu_ns = v[0];
+	sched->wait_ns = v[1];
+	sched->timeslices = v[2];
+	if (flags & KVMSTATS_SCHED_LAST_CPU) {
+		uint64_t cpu = 0;
+
+		n = read_at(tfd, "stat", buf, sizeof(buf));
+		if (n < 0) {
+			close(tfd);
+			return task_errno((int)n);
+		}
+		/*
+		 * Field 2 is the command name in parentheses and may hold
+		 * anything, ')' and spaces too: count from the last ')'.
+		 * The next is field 3; field 39 is the CPU it last ran on.
+		 */
+		p = strrchr(buf, ')');
+		if (!p) {
+			close(tfd);
+			return -EBADMSG;
+		}
+		p++;
+		for (i = 3; i <= 39 && p; i++) {
+			while (*p == ' ')
+				p++;
+			if (i == 39)
+				break;
+			p = strchr(p, ' ');
+		}
+		if (!p || !next_u64(&p, &cpu) || cpu > INT32_MAX) {
+			close(tfd);
+			return -EBADMSG;
+		}
+		sched->last_cpu = (int32_t)cpu;
+	}
+	close(tfd);
+	return 0;
+}
+
+/*
+ * Is /proc the caller's pid namespace's?  0 if so; -EXDEV if its
+ * /proc/self is another pid (or none: the caller has no pid there);
+ * -ENOENT without a procfs at /proc.
+ */
+static int proc_is_ours(void)
+{
+	char link[32];
+	struct statfs fs;
+	ssize_t n = readlink("/proc/self", link, sizeof(link) - 1);
+
+	if (n < 0) {
+		if (statfs("/proc", &fs) ||
+		    fs.f_type != 0x9fa0 /* PROC_SUPER_MAGIC */)
+			return -ENOENT;
+		return -EXDEV;
+	}
+	link[n] = '\0';
+	return strtol(link, NULL, 10) == (long)getpid() ? 0 : -EXDEV;
+}
+
+int kvmstats_thread_sched(pid_t pid, pid_t tid, unsigned int flags,
+			  struct kvmstats_sched *sched)
+{
+	char path[32];
+	int dfd, err;
+
+	if (!sched || pid <= 0 || tid <= 0 ||
+	    (flags & ~KVMSTATS_SCHED_LAST_CPU))
+		return -EINVAL;
+	memset(sched, 0, sizeof(*sched));
+	sched->last_cpu = -1;
+	err = proc_is_ours();
+	if (err)
+		return err;
+	snprintf(path, sizeof(path), "/proc/%d", (int)pid);
+	dfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0) {
+		err = -errno;
+		if (err != -ENOENT)
+			return task_errno(err);
+		/*
+		 * No /proc/PID: gone, or hidden by hidepid=invisible.  The
+		 * pid namespace is /proc's (checked above), so kill() of
+		 * signal 0 tells which: it finds a process /proc hides.
+		 */
+		if (kill(pid, 0) && errno == ESRCH)
+			return -ESRCH;
+		return -EACCES;
+	}
+	err = kvmstats_thread_sched_at(dfd, tid, flags, sched);
+	close(dfd);
+	return err;
 }
 
 /* ---------------------------------------------------------------- files */
@@ -1033,6 +1397,8 @@ const char *kvmstats_strerror(int err)
 		return "malformed KVM stats file";
 	case ENOTTY:
 		return "request not supported (not /dev/kvmstats, or an older kvmstats module)";
+	case EXDEV:
+		return "/proc is another pid namespace's";
 	}
 	s = strerrordesc_np(err);
 	return s ? s : "unknown error";

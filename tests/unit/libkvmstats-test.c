@@ -17,7 +17,10 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <signal.h>
+#include <pthread.h>
+#include <sched.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -1360,6 +1363,9 @@ static bool fake_no_flag; /* v2 that refuses KVMSTATS_FD_PIDFD anyway */
 static unsigned int fake_last_flags;
 static struct kvmstats_vm fake_vms[128];
 static unsigned int fake_nvms;
+/* LIST_VCPUS (API 3): vCPU i of every VM has tid fake_tid[i]. */
+static int32_t fake_tid[32];
+static uint32_t fake_vflags[32];
 
 /* The pid a pidfd of ours refers to; -1 once exited, -2 if no pidfd. */
 static int fdinfo_pid(int pidfd)
@@ -1474,6 +1480,40 @@ int __wrap_ioctl(int fd, unsigned long req, ...)
 			return -1;
 		}
 		return fake_stats_fd(r->vcpu >= 0);
+	}
+	case KVMSTATS_LIST_VCPUS: {
+		struct kvmstats_vcpu_list *l = arg;
+		int pid = l->pid;
+		unsigned int i, c;
+
+		if (fake_api < 3)
+			break;
+		fake_last_flags = l->flags;
+		if (l->flags & KVMSTATS_FD_PIDFD) {
+			pid = fdinfo_pid(l->pid);
+			if (pid < 0) {
+				errno = pid == -1 ? ESRCH : EINVAL;
+				return -1;
+			}
+		}
+		for (i = 0; i < fake_nvms; i++)
+			if (fake_vms[i].pid == pid && fake_vms[i].fd == l->fd)
+				break;
+		if (i == fake_nvms) {
+			errno = kill(pid, 0) && errno == ESRCH ? ESRCH : EBADF;
+			return -1;
+		}
+		if (l->nr < fake_vms[i].nr_vcpus) {
+			l->nr = fake_vms[i].nr_vcpus;
+			errno = E2BIG;
+			return -1;
+		}
+		l->nr = fake_vms[i].nr_vcpus;
+		for (c = 0; c < l->nr; c++)
+			l->vcpus[c] = (struct kvmstats_vcpu){
+				c, 3 * c, fake_tid[c % 32], fake_vflags[c % 32]
+			};
+		return 0;
 	}
 	}
 	errno = ENOTTY;
@@ -1663,6 +1703,354 @@ static void test_fake_device(void)
 	reap(b);
 	close(fake_dev);
 	fake_dev = -1;
+}
+
+/* Do @v[0..@n) look as the fake lists them (tids, flags, ids)? */
+static bool vcpus_are(const struct kvmstats_vcpu_info *v, int n, int want)
+{
+	int i;
+
+	if (n != want || (n && !v))
+		return false;
+	for (i = 0; i < n; i++)
+		if (v[i].index != (uint32_t)i || v[i].vcpu_id != 3u * i ||
+		    v[i].tid != fake_tid[i % 32] ||
+		    v[i].flags != fake_vflags[i % 32] || v[i].reserved[0] ||
+		    v[i].reserved[3])
+			return false;
+	return true;
+}
+
+/* Are @v[0..@n) the fallback's: index only, UNKNOWN, no tid or id? */
+static bool vcpus_unknown(const struct kvmstats_vcpu_info *v, int n, int want)
+{
+	int i;
+
+	if (n != want || (n && !v))
+		return false;
+	for (i = 0; i < n; i++)
+		if (v[i].index != (uint32_t)i || v[i].vcpu_id || v[i].tid ||
+		    v[i].flags != KVMSTATS_VCPU_UNKNOWN)
+			return false;
+	return true;
+}
+
+/* LIST_VCPUS through the fake device, and the older devices' fallback. */
+static void test_fake_vcpus(void)
+{
+	struct kvmstats_vcpu_info *v = NULL;
+	struct kvmstats_vmref *ref = NULL;
+	pid_t a = sleeper();
+	int n, pidfd, err, i;
+
+	fake_dev = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	for (i = 0; i < 32; i++) {
+		fake_tid[i] = 5000 + i;
+		fake_vflags[i] = 0;
+	}
+	fake_tid[1] = 0;
+	fake_vflags[1] = KVMSTATS_VCPU_NEVER_RUN;
+	fake_tid[2] = 0;
+	fake_vflags[2] = KVMSTATS_VCPU_TID_HIDDEN;
+	fake_vms[0] = (struct kvmstats_vm){ a, 10, 3, 0 };
+	fake_vms[1] = (struct kvmstats_vm){ a, 12, 20, 0 };
+	fake_nvms = 2;
+
+	fake_api = 3;
+	n = kvmstats_list_vcpus(fake_dev, a, 10, &v);
+	check(vcpus_are(v, n, 3) && fake_last_flags == 0,
+	      "list_vcpus (API 3): index, vcpu_id, tid and the device's flags of each vCPU, reserved words zero (%d)",
+	      n);
+	free(v);
+	n = kvmstats_list_vcpus(fake_dev, a, 12, &v);
+	check(vcpus_are(v, n, 20),
+	      "list_vcpus: 20 vCPUs, more than the first try's room, through E2BIG (%d)",
+	      n);
+	free(v);
+	check(kvmstats_list_vcpus(fake_dev, a, 11, &v) == -EBADF && !v,
+	      "list_vcpus: an fd that is no VM of the process is the device's -EBADF");
+	pidfd = (int)syscall(SYS_pidfd_open, a, 0);
+	n = kvmstats_list_vcpus_pidfd(fake_dev, pidfd, 10, &v);
+	check(vcpus_are(v, n, 3) && fake_last_flags == KVMSTATS_FD_PIDFD,
+	      "list_vcpus_pidfd: asked with KVMSTATS_FD_PIDFD (%d)", n);
+	free(v);
+	check(kvmstats_list_vcpus_pidfd(fake_dev, -1, 10, &v) == -EBADF &&
+		      kvmstats_list_vcpus(fake_dev, a, 10, NULL) == -EINVAL,
+	      "list_vcpus: no pidfd is -EBADF, no result pointer -EINVAL");
+	err = kvmstats_vmref_open(fake_dev, a, 10, 0, &ref);
+	n = err ? err : kvmstats_vmref_list_vcpus(ref, &v);
+	check(vcpus_are(v, n, 3) && fake_last_flags == KVMSTATS_FD_PIDFD,
+	      "vmref_list_vcpus: through the vmref's pidfd (%d)", n);
+	free(v);
+
+	/* API 2: no LIST_VCPUS; the vCPUs from the listing, threads unknown. */
+	fake_api = 2;
+	n = kvmstats_list_vcpus(fake_dev, a, 10, &v);
+	check(vcpus_unknown(v, n, 3),
+	      "list_vcpus (API 2, ENOTTY): 3 vCPUs from LIST_VMS, each KVMSTATS_VCPU_UNKNOWN with tid and vcpu_id 0 (%d)",
+	      n);
+	free(v);
+	n = kvmstats_list_vcpus_pidfd(fake_dev, pidfd, 12, &v);
+	check(vcpus_unknown(v, n, 20),
+	      "list_vcpus_pidfd (API 2): 20 vCPUs from LIST_PIDFD, UNKNOWN (%d)",
+	      n);
+	free(v);
+	n = ref ? kvmstats_vmref_list_vcpus(ref, &v) : -1;
+	check(vcpus_unknown(v, n, 3),
+	      "vmref_list_vcpus (API 2): UNKNOWN threads (%d)", n);
+	free(v);
+	check(kvmstats_list_vcpus(fake_dev, a, 11, &v) == -ENOTTY && !v,
+	      "list_vcpus (API 2): a VM the listing does not have at that fd is -ENOTTY");
+	fake_api = 1;
+	check(kvmstats_list_vcpus_pidfd(fake_dev, pidfd, 10, &v) == -ENOTTY,
+	      "list_vcpus_pidfd (API 1): -ENOTTY");
+	n = kvmstats_list_vcpus(fake_dev, a, 10, &v);
+	check(vcpus_unknown(v, n, 3),
+	      "list_vcpus (API 1): from LIST_VMS, UNKNOWN (%d)", n);
+	free(v);
+
+	/* By pid (the vmref fell back): kept only while the pidfd lives. */
+	fake_api = 3;
+	kvmstats_vmref_free(ref);
+	ref = NULL;
+	err = kvmstats_vmref_open(fake_dev, a, 10, KVMSTATS_VMREF_PID, &ref);
+	n = err ? err : kvmstats_vmref_list_vcpus(ref, &v);
+	check(vcpus_are(v, n, 3) && fake_last_flags == 0,
+	      "vmref_list_vcpus by pid: LIST_VCPUS by pid (%d)", n);
+	free(v);
+	kvmstats_vmref_free(ref);
+	ref = NULL;
+	fake_api = 1;
+	err = kvmstats_vmref_open(fake_dev, a, 10, 0, &ref);
+	fake_api = 3;
+	reap(a);
+	/* The fake still lists the pid: only the pidfd can tell. */
+	n = err ? err : kvmstats_vmref_list_vcpus(ref, &v);
+	check(n == -ESRCH && !v,
+	      "vmref_list_vcpus by pid with a pidfd: -ESRCH once the VMM exited (%d)",
+	      n);
+	kvmstats_vmref_free(ref);
+	close(pidfd);
+	fake_api = 2;
+	fake_nvms = 0;
+	close(fake_dev);
+	fake_dev = -1;
+}
+
+/* Write @text to @dir/@name. */
+static void put_file(const char *dir, const char *name, const char *text)
+{
+	char path[512];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0 || write(fd, text, strlen(text)) != (ssize_t)strlen(text))
+		fprintf(stderr, "cannot write %s\n", path);
+	if (fd >= 0)
+		close(fd);
+}
+
+/* The three numbers of /proc/self/task/@tid/schedstat, read here. */
+static bool own_schedstat(pid_t tid, unsigned long long v[3])
+{
+	char path[64];
+	FILE *f;
+	bool ok;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/schedstat", tid);
+	f = fopen(path, "re");
+	ok = f && fscanf(f, "%llu %llu %llu", &v[0], &v[1], &v[2]) == 3;
+	if (f)
+		fclose(f);
+	return ok;
+}
+
+static volatile int spin_stop;
+
+static void *spinner(void *arg)
+{
+	*(volatile pid_t *)arg = (pid_t)syscall(SYS_gettid);
+	while (!spin_stop)
+		;
+	return NULL;
+}
+
+/*
+ * In a child: kvmstats_thread_sched() of a thread of the parent after
+ * @how: "pidns" (a new pid namespace, with the host's /proc) or "hidepid"
+ * (a procfs with hidepid=invisible, as nobody).  Its result, or 1 when
+ * the setup itself failed (then @why says why).
+ */
+static int sched_in_child(const char *how, pid_t pid, pid_t tid, char *why,
+			  size_t len)
+{
+	int pfd[2], st, r = 1;
+	pid_t c;
+
+	if (pipe(pfd))
+		return 1;
+	c = fork();
+	if (c == 0) {
+		struct kvmstats_sched sc;
+		int res = 1;
+
+		close(pfd[0]);
+		if (!strcmp(how, "pidns")) {
+			if (unshare(CLONE_NEWPID) &&
+			    unshare(CLONE_NEWUSER | CLONE_NEWPID)) {
+				dprintf(pfd[1], "1 unshare(CLONE_NEWPID): %s",
+					strerror(errno));
+				_exit(0);
+			}
+			c = fork();
+			if (c == 0) {
+				res = kvmstats_thread_sched(pid, tid, 0, &sc);
+				dprintf(pfd[1], "%d", res);
+				_exit(0);
+			}
+			waitpid(c, NULL, 0);
+			_exit(0);
+		}
+		if (unshare(CLONE_NEWNS) ||
+		    mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) ||
+		    mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV,
+			  "hidepid=invisible")) {
+			dprintf(pfd[1], "1 a hidepid procfs: %s",
+				strerror(errno));
+			_exit(0);
+		}
+		if (setgid(65534) || setuid(65534)) {
+			dprintf(pfd[1], "1 setuid(65534): %s", strerror(errno));
+			_exit(0);
+		}
+		res = kvmstats_thread_sched(pid, tid, 0, &sc);
+		dprintf(pfd[1], "%d", res);
+		_exit(0);
+	}
+	close(pfd[1]);
+	{
+		char buf[256] = "";
+		ssize_t n = read(pfd[0], buf, sizeof(buf) - 1);
+
+		if (n > 0) {
+			buf[n] = '\0';
+			r = atoi(buf);
+			if (r == 1 && strchr(buf, ' '))
+				snprintf(why, len, "%s", strchr(buf, ' ') + 1);
+		}
+	}
+	close(pfd[0]);
+	waitpid(c, &st, 0);
+	return r;
+}
+
+/* kvmstats_thread_sched() on this host's /proc and on crafted directories. */
+static void test_thread_sched(const char *dir)
+{
+	struct kvmstats_sched sc, sc2;
+	unsigned long long before[3], after[3];
+	pthread_t th;
+	volatile pid_t tid = 0;
+	char sub[512], why[256] = "";
+	pid_t me = getpid(), other;
+	int err, dfd;
+
+	/* A thread of ours that runs: its figures, as /proc has them. */
+	if (pthread_create(&th, NULL, spinner, (void *)&tid)) {
+		check(0, "thread_sched: start a spinning thread");
+		return;
+	}
+	while (!tid)
+		usleep(1000);
+	usleep(100000);
+	own_schedstat(tid, before);
+	err = kvmstats_thread_sched(me, tid, KVMSTATS_SCHED_LAST_CPU, &sc);
+	own_schedstat(tid, after);
+	check(!err && sc.cpu_ns >= before[0] && sc.cpu_ns <= after[0] &&
+		      sc.wait_ns >= before[1] && sc.wait_ns <= after[1] &&
+		      sc.timeslices >= before[2] && sc.timeslices <= after[2] &&
+		      sc.cpu_ns > 0 && sc.last_cpu >= 0 &&
+		      sc.last_cpu < sysconf(_SC_NPROCESSORS_CONF) &&
+		      !sc.reserved0 && !sc.reserved[3],
+	      "thread_sched: a spinning thread's cpu, wait and timeslices between two direct reads of its schedstat, last CPU %d of %ld (%s, %llu ns on CPU)",
+	      sc.last_cpu, sysconf(_SC_NPROCESSORS_CONF),
+	      kvmstats_strerror(err), (unsigned long long)sc.cpu_ns);
+	usleep(100000);
+	err = kvmstats_thread_sched(me, tid, 0, &sc2);
+	check(!err && sc2.cpu_ns > sc.cpu_ns && sc2.last_cpu == -1,
+	      "thread_sched: its CPU time grows while it spins; last_cpu -1 when not asked for");
+	spin_stop = 1;
+	pthread_join(th, NULL);
+	check(kvmstats_thread_sched(me, tid, 0, &sc) == -ESRCH,
+	      "thread_sched: a thread that has exited is -ESRCH");
+	other = sleeper();
+	check(kvmstats_thread_sched(me, other, 0, &sc) == -ESRCH,
+	      "thread_sched: a tid that is not a thread of the process (another process's) is -ESRCH");
+	reap(other);
+	check(kvmstats_thread_sched(other, other, 0, &sc) == -ESRCH,
+	      "thread_sched: a process that has exited is -ESRCH");
+	check(kvmstats_thread_sched(me, me, 0x2, &sc) == -EINVAL &&
+		      kvmstats_thread_sched(0, me, 0, &sc) == -EINVAL &&
+		      kvmstats_thread_sched(me, me, 0, NULL) == -EINVAL,
+	      "thread_sched: unknown flags, pid 0 and no result are -EINVAL");
+
+	/* Another pid namespace, /proc still the host's: -EXDEV. */
+	err = sched_in_child("pidns", me, me, why, sizeof(why));
+	if (err == 1)
+		printf("ok - thread_sched from another pid namespace # SKIP %s\n",
+		       why);
+	else
+		check(err == -EXDEV,
+		      "thread_sched from another pid namespace with this /proc: -EXDEV, not another process's figures (%s)",
+		      kvmstats_strerror(err));
+	/* A procfs mounted hidepid=invisible, read as nobody: -EACCES. */
+	err = sched_in_child("hidepid", me, me, why, sizeof(why));
+	if (err == 1)
+		printf("ok - thread_sched under hidepid # SKIP %s\n", why);
+	else
+		check(err == -EACCES,
+		      "thread_sched of root's thread, as nobody, under hidepid=invisible: -EACCES (%s)",
+		      kvmstats_strerror(err));
+
+	/* A directory laid out like /proc/PID. */
+	if (!dir)
+		return;
+	snprintf(sub, sizeof(sub), "%s/proc-like", dir);
+	mkdir(sub, 0755);
+	snprintf(sub, sizeof(sub), "%s/proc-like/task", dir);
+	mkdir(sub, 0755);
+	snprintf(sub, sizeof(sub), "%s/proc-like/task/42", dir);
+	mkdir(sub, 0755);
+	put_file(sub, "schedstat", "123456789 2000 17\n");
+	put_file(
+		sub, "stat",
+		"42 (CPU 0/KVM) ) x) S 1 42 42 0 -1 4194368 0 0 0 0 10 20 0 0 20 0 1 0 100 0 0 18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 -1 3 0 0 0 0 0\n");
+	snprintf(sub, sizeof(sub), "%s/proc-like/task/43", dir);
+	mkdir(sub, 0755);
+	put_file(sub, "schedstat", "0 0 0\n");
+	snprintf(sub, sizeof(sub), "%s/proc-like/task/44", dir);
+	mkdir(sub, 0755);
+	snprintf(sub, sizeof(sub), "%s/proc-like/task/45", dir);
+	mkdir(sub, 0755);
+	put_file(sub, "schedstat", "12 x\n");
+	snprintf(sub, sizeof(sub), "%s/proc-like", dir);
+	dfd = open(sub, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	err = kvmstats_thread_sched_at(dfd, 42, KVMSTATS_SCHED_LAST_CPU, &sc);
+	check(!err && sc.cpu_ns == 123456789 && sc.wait_ns == 2000 &&
+		      sc.timeslices == 17 && sc.last_cpu == 3,
+	      "thread_sched_at: schedstat's three fields, and field 39 of a stat whose command name holds ') ' (%s, cpu %d)",
+	      kvmstats_strerror(err), sc.last_cpu);
+	check(kvmstats_thread_sched_at(dfd, 41, 0, &sc) == -ESRCH,
+	      "thread_sched_at: no task/TID is -ESRCH");
+	check(kvmstats_thread_sched_at(dfd, 43, 0, &sc) == -EOPNOTSUPP &&
+		      kvmstats_thread_sched_at(dfd, 44, 0, &sc) == -EOPNOTSUPP,
+	      "thread_sched_at: a schedstat of zeros, or none, is -EOPNOTSUPP (no scheduler statistics), never zeros");
+	check(kvmstats_thread_sched_at(dfd, 45, 0, &sc) == -EBADMSG &&
+		      kvmstats_thread_sched_at(dfd, 43, KVMSTATS_SCHED_LAST_CPU,
+					       &sc) == -EOPNOTSUPP,
+	      "thread_sched_at: a schedstat that does not parse is -EBADMSG");
+	close(dfd);
 }
 
 /* A sample whose reserved words are not zero is refused. */
@@ -2039,6 +2427,8 @@ int main(int argc, char **argv)
 	test_golden(dir);
 	test_abi();
 	test_fake_device();
+	test_fake_vcpus();
+	test_thread_sched(dir);
 	test_sample_reserved();
 	test_crafted(dir);
 	test_vcpu_sum_render();
