@@ -14,7 +14,10 @@
 #include <unistd.h>
 
 #include "identity.h"
+#include "libkvmstats.h"
 #include "tool.h"
+
+#include <linux/kvmstats.h>
 
 /*
  * How much of a command line is read.  libvirt puts -name and -uuid near
@@ -237,4 +240,140 @@ bool identity_selects(const char *sel, int pid, int fd,
 	if (id->uuid[0] && !strcasecmp(id->uuid, sel))
 		return true;
 	return guest_name_is(id->name, sel); /* raw, or as shown escaped */
+}
+
+int identity_vcpu_threads(const struct source *src, struct kvmstats_vmref *ref,
+			  int pid, int fd, unsigned int nr_vcpus,
+			  struct kvmstats_vcpu_info **out)
+{
+	struct kvmstats_vcpu_info *v;
+	char buf[16384];
+	const char *p;
+	unsigned int i;
+	ssize_t n;
+
+	*out = NULL;
+	if (!src->dir) {
+		if (ref)
+			return kvmstats_vmref_list_vcpus(ref, out);
+		return kvmstats_list_vcpus(src->devfd, pid, fd, out);
+	}
+	if (!nr_vcpus)
+		return 0;
+	v = calloc(nr_vcpus, sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	n = read_vmm_file(src, pid, fd, "vcpus", buf, sizeof(buf));
+	p = n > 0 ? buf : NULL;
+	for (i = 0; i < nr_vcpus; i++) {
+		unsigned int id, flags;
+		int tid, used = 0;
+
+		v[i].index = i;
+		v[i].flags = KVMSTATS_VCPU_UNKNOWN;
+		if (!p ||
+		    sscanf(p, "%u %d %u%n", &id, &tid, &flags, &used) != 3)
+			continue;
+		v[i].vcpu_id = id;
+		v[i].tid = tid > 0 ? tid : 0;
+		v[i].flags = flags;
+		p = strchr(p + used, '\n');
+		if (p)
+			p++;
+	}
+	*out = v;
+	return (int)nr_vcpus;
+}
+
+int identity_thread_sched(const struct source *src, int pid, int fd, int tid,
+			  unsigned int flags, struct kvmstats_sched *out)
+{
+	char path[4096];
+	int dfd, err;
+
+	if (!src->dir)
+		return kvmstats_thread_sched(pid, tid, flags, out);
+	snprintf(path, sizeof(path), "%s/%d-%d", src->dir, pid, fd);
+	dfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return -ESRCH;
+	err = kvmstats_thread_sched_at(dfd, tid, flags, out);
+	close(dfd);
+	return err;
+}
+
+void identity_thread_comm(const struct source *src, int pid, int fd, int tid,
+			  char *buf, size_t len)
+{
+	char leaf[64];
+	ssize_t n;
+
+	snprintf(leaf, sizeof(leaf), "task/%d/comm", tid);
+	n = read_vmm_file(src, pid, fd, leaf, buf, len);
+	if (n <= 0) {
+		buf[0] = '\0';
+		return;
+	}
+	if (buf[n - 1] == '\n')
+		buf[n - 1] = '\0';
+}
+
+static const struct {
+	const char *state, *why;
+} thread_states[] = {
+	{ "never-run", "never run" },
+	{ "exited", "its thread has exited" },
+	{ "hidden", "its thread is not in this pid namespace" },
+	{ "unknown",
+	  "not known (a kvmstats module older than API version 3, or a stats directory without vcpus)" },
+	{ "proc-hidden", "/proc hides its thread (hidepid=)" },
+	{ "proc-other-ns", "/proc is another pid namespace's" },
+	{ "no-proc", "no /proc" },
+	{ "no-schedstat", "the kernel keeps no scheduler statistics" },
+	{ "error", "reading its figures failed" },
+};
+
+/* Which of thread_states[] (@flags, @err) is; -1: none, all is known. */
+static int thread_state(unsigned int flags, int err)
+{
+	if (flags & KVMSTATS_VCPU_UNKNOWN)
+		return 3;
+	if (flags & KVMSTATS_VCPU_NEVER_RUN)
+		return 0;
+	if (flags & KVMSTATS_VCPU_TID_EXITED)
+		return 1;
+	if (flags & KVMSTATS_VCPU_TID_HIDDEN)
+		return 2;
+	if (flags)
+		return 8;
+	switch (err) {
+	case 0:
+		return -1;
+	case -ESRCH:
+		return 1;
+	case -EACCES:
+	case -EPERM:
+		return 4;
+	case -EXDEV:
+		return 5;
+	case -ENOENT:
+		return 6;
+	case -EOPNOTSUPP:
+		return 7;
+	}
+	return 8;
+}
+
+const char *identity_thread_state(unsigned int flags, int err)
+{
+	int i = thread_state(flags, err);
+
+	return i < 0 ? NULL : thread_states[i].state;
+}
+
+const char *identity_thread_why(unsigned int flags, int err)
+{
+	int i = thread_state(flags, err);
+
+	return i < 0 ? NULL : thread_states[i].why;
 }

@@ -17,6 +17,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+struct kvmstats_sched;
+struct kvmstats_vcpu_info;
+struct kvmstats_vmref;
 struct source;
 
 /* QEMU's canonical UUID text: 8-4-4-4-12 hex digits and a NUL. */
@@ -59,5 +62,46 @@ bool identity_selects(const char *sel, int pid, int fd,
 
 /* Does @sel look like a pid or PID:FD (not a guest name or UUID)? */
 bool identity_sel_is_pid(const char *sel);
+
+/*
+ * The host thread that runs each vCPU of VM @pid:@fd, listed by @nr_vcpus
+ * vCPUs: from the device (through @ref when there is one), or from the
+ * synthetic host's DIR/PID-FD/vcpus, one line per vCPU in index order,
+ * "VCPU_ID TID FLAGS" as KVMSTATS_LIST_VCPUS gives them (without the
+ * file, or for lines it lacks, KVMSTATS_VCPU_UNKNOWN).  The count and a
+ * malloc()ed array, or -errno (as kvmstats_list_vcpus()).
+ */
+int identity_vcpu_threads(const struct source *src, struct kvmstats_vmref *ref,
+			  int pid, int fd, unsigned int nr_vcpus,
+			  struct kvmstats_vcpu_info **out);
+
+/*
+ * What the scheduler gave thread @tid of VM @pid:@fd's VMM:
+ * kvmstats_thread_sched() on /proc, or kvmstats_thread_sched_at() on the
+ * synthetic host's DIR/PID-FD (task/TID/schedstat and stat).  0 or -errno.
+ */
+int identity_thread_sched(const struct source *src, int pid, int fd, int tid,
+			  unsigned int flags, struct kvmstats_sched *out);
+
+/* The thread's name (task/TID/comm, "CPU 0/KVM" for QEMU), or "". */
+void identity_thread_comm(const struct source *src, int pid, int fd, int tid,
+			  char *buf, size_t len);
+
+/*
+ * Why a vCPU's thread (device @flags) or its figures (@err from
+ * identity_thread_sched()) are not known: a word for JSON and a phrase
+ * for people, or NULL for both when they are known (@flags 0, @err 0).
+ *   never-run       no thread has run the vCPU yet
+ *   exited          the thread that last ran it has exited
+ *   hidden          the thread is not in the reader's pid namespace
+ *   unknown         the kvmstats module cannot say (API version < 3)
+ *   proc-hidden     /proc hides the thread (hidepid=)
+ *   proc-other-ns   /proc is another pid namespace's
+ *   no-proc         there is no /proc
+ *   no-schedstat    the kernel keeps no scheduler statistics
+ *   error           reading them failed otherwise
+ */
+const char *identity_thread_state(unsigned int flags, int err);
+const char *identity_thread_why(unsigned int flags, int err);
 
 #endif /* KVMSTATS_IDENTITY_H */
