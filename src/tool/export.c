@@ -92,6 +92,7 @@ void scrape_fini(struct scrape *s)
 {
 	prom_cache_free(s->cache);
 	free(s->objs);
+	free(s->thr);
 	if (s->ready)
 		host_fini(&s->host);
 	memset(s, 0, sizeof(*s));
@@ -100,6 +101,7 @@ void scrape_fini(struct scrape *s)
 /* Room for @more objects after the first @n. */
 static int objs_room(struct scrape *s, size_t n, size_t more)
 {
+	struct obj_thread *t;
 	size_t room;
 	struct obj *o;
 
@@ -110,6 +112,10 @@ static int objs_room(struct scrape *s, size_t n, size_t more)
 	if (!o)
 		return -ENOMEM;
 	s->objs = o;
+	t = realloc(s->thr, room * sizeof(*t));
+	if (!t)
+		return -ENOMEM;
+	s->thr = t;
 	s->objs_room = room;
 	return 0;
 }
@@ -264,6 +270,9 @@ int scrape(struct scrape *s, const char **text, size_t *len)
 		}
 		/* A VM with a vCPU left out gets no (untrue) sum. */
 		if (sum_objs && !host_vcpu_sum(v)) {
+			s->thr[n] = (struct obj_thread){ 0 };
+			s->thr[n].has_sched = host_thread_sum(
+				v, &s->thr[n].cpu_ns, &s->thr[n].wait_ns);
 			s->objs[n] = o;
 			s->objs[n].vcpu = OBJ_VCPUS;
 			s->objs[n].file = v->vcpu[0].file;
@@ -271,8 +280,18 @@ int scrape(struct scrape *s, const char **text, size_t *len)
 			summed = true;
 		}
 		for (c = 0; vcpu_objs && c < v->nv; c++) {
+			const struct thrrec *t =
+				c < v->nthr ? &v->thr[c] : NULL;
+
 			if (!v->vcpu[c].fresh)
 				continue;
+			/* The host's counters (struct thrrec), when fresh. */
+			s->thr[n] = (struct obj_thread){
+				.tid = t ? t->tid : 0,
+				.has_sched = t && t->fresh,
+				.cpu_ns = t ? t->cpu_ns : 0,
+				.wait_ns = t ? t->wait_ns : 0,
+			};
 			s->objs[n] = o;
 			s->objs[n].vcpu = (int)c;
 			s->objs[n].file = v->vcpu[c].file;
@@ -282,6 +301,10 @@ int scrape(struct scrape *s, const char **text, size_t *len)
 		vcpus += summed ? v->nv : fresh;
 		vms += n > first;
 	}
+	/* s->thr may have moved while it grew: point at it now. */
+	for (i = 0; i < n; i++)
+		if (s->objs[i].vcpu != -1)
+			s->objs[i].thread = &s->thr[i];
 	err = prom_cache_render(s->cache, s->objs, n, s->sel.include, text,
 				len);
 	if (err) {

@@ -19,6 +19,10 @@
  * close them at once, so we never keep a dead VM's memory pinned, yet keep
  * the file objects for their descriptors and last values.
  *
+ * Each sample also asks which thread runs each vCPU (one KVMSTATS_LIST_VCPUS
+ * per VM) and reads what the scheduler gave it (one /proc read per vCPU);
+ * see struct thrrec for the counters that come of it.
+ *
  * Every object keeps its latest good sample and the one before, each with
  * its time.  A read that fails leaves the object out of this sample (it is
  * not fresh) and counted; its old values are never passed off as new, and
@@ -307,6 +311,7 @@ int host_init(struct host *h, const struct source *src)
 	h->nofile = rl.rlim_cur == RLIM_INFINITY ? (unsigned long)-1 :
 						   (unsigned long)rl.rlim_cur;
 	h->fd_budget = h->nofile > used ? h->nofile - used : 0;
+	h->threads = true;
 	return kvmstats_sweep_new(src->dir ? -1 : src->devfd, 0, &h->sweep);
 }
 
@@ -400,6 +405,7 @@ static void vm_free(struct host *h, struct vmrec *v)
 	}
 	free(v->vcpu);
 	free(v->sum);
+	free(v->thr);
 	memset(v, 0, sizeof(*v));
 }
 
@@ -729,6 +735,94 @@ static void count(struct host *h)
 	}
 }
 
+/* New figures @sc of thread @t at @now: the counters move on. */
+static void thread_account(struct thrrec *t, const struct kvmstats_sched *sc,
+			   double now)
+{
+	if (!t->t_cur) {
+		t->cpu_ns = sc->cpu_ns;
+		t->wait_ns = sc->wait_ns;
+		t->t_prev = 0;
+	} else {
+		t->prev_cpu_ns = t->cpu_ns;
+		t->prev_wait_ns = t->wait_ns;
+		t->t_prev = t->t_cur;
+		/* Another thread: what it got before now is not this vCPU's. */
+		if (t->fig_tid == t->tid) {
+			if (sc->cpu_ns > t->fig_cpu)
+				t->cpu_ns += sc->cpu_ns - t->fig_cpu;
+			if (sc->wait_ns > t->fig_wait)
+				t->wait_ns += sc->wait_ns - t->fig_wait;
+		}
+	}
+	t->sched = *sc;
+	t->fig_tid = t->tid;
+	t->fig_cpu = sc->cpu_ns;
+	t->fig_wait = sc->wait_ns;
+	t->t_cur = now;
+	t->fresh = true;
+}
+
+/* Which thread runs each vCPU of @v now, and what the scheduler gave it. */
+static void sample_threads(struct host *h, struct vmrec *v, double now)
+{
+	struct kvmstats_vcpu_info *info = NULL;
+	unsigned int i;
+	int n;
+
+	n = identity_vcpu_threads(&h->src, v->ref, v->pid, v->fd, v->nr_vcpus,
+				  &info);
+	if (n > 0 && (unsigned int)n > v->nthr) {
+		struct thrrec *a = realloc(v->thr, (size_t)n * sizeof(*a));
+
+		if (!a) {
+			free(info);
+			n = -ENOMEM;
+		} else {
+			memset(a + v->nthr, 0,
+			       ((size_t)n - v->nthr) * sizeof(*a));
+			v->thr = a;
+			v->nthr = (unsigned int)n;
+		}
+	}
+	for (i = 0; i < v->nthr; i++) {
+		struct thrrec *t = &v->thr[i];
+		struct kvmstats_sched sc;
+
+		t->fresh = false;
+		if (n < 0 || i >= (unsigned int)n) {
+			t->err = n < 0 ? n : -ENOENT;
+			continue;
+		}
+		t->tid = info[i].tid;
+		t->flags = info[i].flags;
+		t->err = 0;
+		if (!t->tid)
+			continue; /* the flags say why */
+		t->err = identity_thread_sched(&h->src, v->pid, v->fd, t->tid,
+					       0, &sc);
+		if (!t->err)
+			thread_account(t, &sc, now);
+	}
+	free(info);
+}
+
+bool host_thread_sum(const struct vmrec *v, uint64_t *cpu_ns, uint64_t *wait_ns)
+{
+	unsigned int i;
+
+	*cpu_ns = *wait_ns = 0;
+	if (!v->nr_vcpus || v->nthr < v->nr_vcpus)
+		return false;
+	for (i = 0; i < v->nr_vcpus; i++) {
+		if (!v->thr[i].fresh)
+			return false;
+		*cpu_ns += v->thr[i].cpu_ns;
+		*wait_ns += v->thr[i].wait_ns;
+	}
+	return true;
+}
+
 int host_sample(struct host *h)
 {
 	size_t i, k = 0;
@@ -779,6 +873,9 @@ int host_sample(struct host *h)
 		}
 		o->err = res;
 	}
+	for (i = 0; h->threads && i < h->nvms; i++)
+		if (h->vms[i].state == VM_OPEN)
+			sample_threads(h, &h->vms[i], now);
 	if (err < 0) {
 		/* Whatever was not swapped in: not fresh either. */
 		for (i = 0; i < h->nvms; i++) {

@@ -425,11 +425,54 @@ static void usage_show(FILE *f)
  * One object of a VM: open, read, print, close; one at a time, so `show`
  * of a whole host needs no more than three fds.  0, or an exit status.
  */
+/*
+ * vCPU @vcpu's thread as @thr (of @nthr) lists it, with its name and what
+ * the scheduler gave it, into @t (@comm holds the name).
+ */
+static void show_thread(const struct source *src,
+			const struct kvmstats_vm_info *vm, int vcpu,
+			const struct kvmstats_vcpu_info *thr, int nthr,
+			struct obj_thread *t, char *comm, size_t commlen)
+{
+	struct kvmstats_sched sc;
+	int err;
+
+	*t = (struct obj_thread){ .last_cpu = -1, .comm = comm };
+	comm[0] = '\0';
+	if (nthr < 0 || vcpu >= nthr) {
+		/* The device could not say: its error, or a vCPU it lacks. */
+		t->state = identity_thread_state(0, nthr < 0 ? nthr : -ENOENT);
+		t->why = nthr < 0 ? kvmstats_strerror(nthr) :
+				    "not listed by the device";
+		return;
+	}
+	t->tid = thr[vcpu].tid;
+	t->state = identity_thread_state(thr[vcpu].flags, 0);
+	t->why = identity_thread_why(thr[vcpu].flags, 0);
+	if (!t->tid)
+		return;
+	identity_thread_comm(src, vm->pid, vm->fd, t->tid, comm, commlen);
+	err = identity_thread_sched(src, vm->pid, vm->fd, t->tid,
+				    KVMSTATS_SCHED_LAST_CPU, &sc);
+	t->state = identity_thread_state(0, err);
+	t->why = identity_thread_why(0, err);
+	if (err)
+		return;
+	t->has_sched = true;
+	t->cpu_ns = sc.cpu_ns;
+	t->wait_ns = sc.wait_ns;
+	t->timeslices = sc.timeslices;
+	t->last_cpu = sc.last_cpu;
+}
+
 static int show_one(const struct source *src, struct kvmstats_vmref *ref,
 		    const struct kvmstats_vm_info *vm, int vcpu,
-		    const struct vm_identity *id, bool json, size_t *nobj,
-		    size_t *nread, const regex_t *filter)
+		    const struct vm_identity *id,
+		    const struct kvmstats_vcpu_info *thr, int nthr, bool json,
+		    size_t *nobj, size_t *nread, const regex_t *filter)
 {
+	struct obj_thread t;
+	char tcomm[64];
 	struct kvmstats_file *f;
 	struct obj o;
 	void *buf;
@@ -441,7 +484,8 @@ static int show_one(const struct source *src, struct kvmstats_vmref *ref,
 		return err; /* the caller decides */
 	say_skipped(vm, f);
 	(*nread)++;
-	if (!matching(f, filter)) {
+	if (!matching(f, filter) &&
+	    (vcpu < 0 || !name_matches(filter, THREAD_PSEUDO_STAT))) {
 		/* Nothing of it to show: not even its header. */
 		kvmstats_file_free(f);
 		return 0;
@@ -468,6 +512,10 @@ static int show_one(const struct source *src, struct kvmstats_vmref *ref,
 			  .name = id->name,
 			  .comm = id->comm,
 			  .uuid = id->uuid };
+	if (vcpu >= 0) {
+		show_thread(src, vm, vcpu, thr, nthr, &t, tcomm, sizeof(tcomm));
+		o.thread = &t;
+	}
 	if (json) {
 		json_result(stdout, &o, filter, *nobj == 0);
 	} else {
@@ -561,9 +609,10 @@ static int cmd_show(int argc, char **argv)
 		int first = with_vm ? -1 : (all_vcpus ? 0 : vcpu);
 		int last = all_vcpus ? (int)vm->nr_vcpus - 1 :
 				       (with_vm ? -1 : vcpu);
+		struct kvmstats_vcpu_info *thr = NULL;
 		struct kvmstats_vmref *ref = NULL;
 		struct vm_identity id;
-		int v, err;
+		int v, err, nthr = 0;
 
 		if (!all_vcpus && !with_vm && vcpu >= (int)vm->nr_vcpus) {
 			errmsg("VM %d:%d has no vCPU %d (it has %u)", vm->pid,
@@ -579,11 +628,15 @@ static int cmd_show(int argc, char **argv)
 			break;
 		}
 		identity_read(&src, vm->pid, vm->fd, &id);
+		/* Which thread runs each vCPU: once for the VM. */
+		if (last >= 0)
+			nthr = identity_vcpu_threads(&src, ref, vm->pid, vm->fd,
+						     vm->nr_vcpus, &thr);
 		for (v = first; v <= last; v++) {
 			if (v == -1 && !with_vm)
 				continue;
-			err = show_one(&src, ref, vm, v, &id, json, &nobj,
-				       &nread, filter);
+			err = show_one(&src, ref, vm, v, &id, thr, nthr, json,
+				       &nobj, &nread, filter);
 			if (!err)
 				continue;
 			if ((err == -ESRCH || err == -EBADF) && !sel)
@@ -591,6 +644,7 @@ static int cmd_show(int argc, char **argv)
 			rc = err > 0 ? err : open_error(vm, v, err);
 			break;
 		}
+		free(thr);
 		kvmstats_vmref_free(ref);
 	}
 	if (json)

@@ -161,9 +161,57 @@ static void bound_str(double v, char *buf, size_t len)
 		snprintf(buf, len, "%.0f", v);
 }
 
+/* @ns as exact decimal seconds: 1500 -> "0.0000015", 2e9 -> "2". */
+static size_t ns_seconds(uint64_t ns, char *out, size_t len)
+{
+	unsigned long long sec = ns / 1000000000u, frac = ns % 1000000000u;
+	int n, digits = 9;
+
+	if (!frac)
+		return (size_t)snprintf(out, len, "%llu", sec);
+	while (frac % 10 == 0) {
+		frac /= 10;
+		digits--;
+	}
+	n = snprintf(out, len, "%llu.%0*llu", sec, digits, frac);
+	return n < 0 ? 0 : (size_t)n;
+}
+
+/*
+ * show's line for a vCPU's thread: "thread  TID (COMM): cpu S s, wait S s,
+ * N timeslices, last CPU C", or why they are not known.
+ */
+static void text_thread(FILE *out, const struct obj_thread *t)
+{
+	char comm[4 * 64], cpu[32], wait[32];
+
+	fprintf(out, "  %-32s ", THREAD_PSEUDO_STAT);
+	if (!t->tid) {
+		fprintf(out, "- (%s)\n", t->why ? t->why : "none");
+		return;
+	}
+	fprintf(out, "%d", t->tid);
+	if (t->comm && t->comm[0])
+		fprintf(out, " (%s)", esc(t->comm, comm, sizeof(comm)));
+	if (!t->has_sched) {
+		fprintf(out, ": %s\n", t->why ? t->why : "figures not known");
+		return;
+	}
+	ns_seconds(t->cpu_ns, cpu, sizeof(cpu));
+	ns_seconds(t->wait_ns, wait, sizeof(wait));
+	fprintf(out, ": cpu %s s, wait %s s, %llu timeslices", cpu, wait,
+		(unsigned long long)t->timeslices);
+	if (t->last_cpu >= 0)
+		fprintf(out, ", last CPU %d", t->last_cpu);
+	fputc('\n', out);
+}
+
 void text_stats(FILE *out, const struct obj *o, const regex_t *filter)
 {
 	unsigned int i, b, nr = kvmstats_file_num_stats(o->file);
+
+	if (o->thread && name_matches(filter, THREAD_PSEUDO_STAT))
+		text_thread(out, o->thread);
 
 	for (i = 0; i < nr; i++) {
 		const struct kvmstats_stat *s = kvmstats_file_stat(o->file, i);
@@ -293,6 +341,39 @@ void json_string(FILE *out, const char *s)
 	fputc('"', out);
 }
 
+/*
+ * ", \"thread\": {...}": tid (null when none), comm, and cpu-seconds,
+ * wait-seconds (exact decimals), timeslices and last-cpu, or the state
+ * that says why they are not known.
+ */
+static void json_thread(FILE *out, const struct obj_thread *t)
+{
+	char cpu[32], wait[32];
+
+	fputs(", \"thread\": {\"tid\": ", out);
+	if (t->tid)
+		fprintf(out, "%d", t->tid);
+	else
+		fputs("null", out);
+	if (t->tid && t->comm) {
+		fputs(", \"comm\": ", out);
+		json_string(out, t->comm);
+	}
+	if (t->has_sched) {
+		ns_seconds(t->cpu_ns, cpu, sizeof(cpu));
+		ns_seconds(t->wait_ns, wait, sizeof(wait));
+		fprintf(out,
+			", \"cpu-seconds\": %s, \"wait-seconds\": %s, \"timeslices\": %llu",
+			cpu, wait, (unsigned long long)t->timeslices);
+		if (t->last_cpu >= 0)
+			fprintf(out, ", \"last-cpu\": %d", t->last_cpu);
+	} else {
+		fputs(", \"state\": ", out);
+		json_string(out, t->state ? t->state : "error");
+	}
+	fputc('}', out);
+}
+
 void json_result(FILE *out, const struct obj *o, const regex_t *filter,
 		 bool first)
 {
@@ -315,6 +396,12 @@ void json_result(FILE *out, const struct obj *o, const regex_t *filter,
 		fputs(", \"comm\": ", out);
 		json_string(out, o->comm);
 	}
+	if (o->uuid) {
+		fputs(", \"uuid\": ", out);
+		json_string(out, o->uuid);
+	}
+	if (o->thread && name_matches(filter, THREAD_PSEUDO_STAT))
+		json_thread(out, o->thread);
 	fputs(", \"stats\": [", out);
 	for (i = 0; i < nr; i++) {
 		const struct kvmstats_stat *s = kvmstats_file_stat(o->file, i);
@@ -1224,6 +1311,89 @@ static bool plan_info(struct prom_cache *c, const struct obj *objs, size_t n)
 	return c->info != NULL;
 }
 
+/*
+ * What the scheduler gave each vCPU's host thread (struct obj_thread),
+ * after the KVM families: not KVM statistics, so -f does not pick them.
+ */
+static const struct {
+	const char *name, *help;
+	bool wait;
+} thread_fams[] = {
+	{ "kvm_vcpu_cpu_seconds_total",
+	  "Time the host thread that runs the vCPU spent on a CPU (/proc schedstat)",
+	  false },
+	{ "kvm_vcpu_wait_seconds_total",
+	  "Time the host thread that runs the vCPU was runnable but waited for a CPU: the steal its guest sees (/proc schedstat)",
+	  true },
+};
+
+/*
+ * Does the VM of objs[k] have objects of single vCPUs?  Then its thread
+ * figures are per vCPU only (--per auto): never both ways.
+ */
+static bool vm_has_vcpus(const struct obj *objs, size_t n, size_t k)
+{
+	size_t j;
+
+	for (j = k; j > 0 && objs[j - 1].pid == objs[k].pid &&
+		    objs[j - 1].fd == objs[k].fd;
+	     j--)
+		;
+	for (; j < n && objs[j].pid == objs[k].pid && objs[j].fd == objs[k].fd;
+	     j++)
+		if (objs[j].vcpu >= 0)
+			return true;
+	return false;
+}
+
+static void emit_threads(struct prom_cache *c, const struct obj *objs)
+{
+	struct buf *b = &c->out;
+	size_t f, k;
+
+	for (f = 0; f < sizeof(thread_fams) / sizeof(thread_fams[0]); f++) {
+		bool head = false;
+
+		for (k = 0; k < c->no; k++) {
+			const struct obj_thread *t = objs[k].thread;
+			const struct objplan *op = &c->o[k];
+			size_t nl = strlen(thread_fams[f].name);
+			char *p;
+
+			if (!t || !t->has_sched || !obj_is_vcpu(&objs[k]) ||
+			    (objs[k].vcpu == OBJ_VCPUS &&
+			     vm_has_vcpus(objs, c->no, k)))
+				continue;
+			if (!head) {
+				buf_printf(
+					b,
+					"# HELP %s %s%s; carried on across a move to another thread.\n# TYPE %s counter\n",
+					thread_fams[f].name,
+					thread_fams[f].help,
+					objs[k].vcpu == OBJ_VCPUS ?
+						", summed over the VM's vCPUs" :
+						"",
+					thread_fams[f].name);
+				head = true;
+			}
+			if (!buf_room(b, nl + op->labels_len + 2 + 32 + 1))
+				return;
+			p = b->p + b->len;
+			memcpy(p, thread_fams[f].name, nl);
+			p += nl;
+			memcpy(p, op->labels, op->labels_len);
+			p += op->labels_len;
+			*p++ = '}';
+			*p++ = ' ';
+			p += ns_seconds(thread_fams[f].wait ? t->wait_ns :
+							      t->cpu_ns,
+					p, 32);
+			*p++ = '\n';
+			b->len = (size_t)(p - b->p);
+		}
+	}
+}
+
 static bool plan_build(struct prom_cache *c, const struct obj *objs, size_t n,
 		       const regex_t *filter)
 {
@@ -1244,6 +1414,14 @@ static bool plan_build(struct prom_cache *c, const struct obj *objs, size_t n,
 	if (!plan_info(c, objs, n) ||
 	    strset_add(&names, 'n', "kvm_vm_info") < 0)
 		goto out;
+	/*
+	 * The vCPU threads' families keep their names whatever a kernel
+	 * calls its statistics: a KVM statistic that would take one of them
+	 * is a name collision.
+	 */
+	for (k = 0; k < sizeof(thread_fams) / sizeof(thread_fams[0]); k++)
+		if (strset_add(&names, 'n', thread_fams[k].name) < 0)
+			goto out;
 
 	/* VM families first, then vCPU families; each family once. */
 	for (pass = 0; pass < 2; pass++) {
@@ -1426,6 +1604,7 @@ int prom_cache_render(struct prom_cache *c, const struct obj *objs, size_t n,
 		return -ENOMEM;
 	}
 	emit(c, objs);
+	emit_threads(c, objs);
 	if (c->out.failed)
 		return -ENOMEM;
 	*text = c->out.p ? c->out.p : "";

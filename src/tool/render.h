@@ -17,6 +17,27 @@
 #define OBJ_VCPUS (-2)
 
 /*
+ * The host thread of a vCPU object (or, summed, of a VM's vCPUs) and what
+ * the scheduler gave it.  show and the JSON print the thread's own
+ * figures; the exposition the host's counters (struct thrrec).
+ */
+struct obj_thread {
+	int tid;	  /* 0: none (state says why) */
+	const char *comm; /* its name, or "" / NULL */
+	/* identity_thread_state() and _why(): NULL when the figures are known */
+	const char *state, *why;
+	bool has_sched; /* the figures below are known */
+	uint64_t cpu_ns, wait_ns, timeslices;
+	int last_cpu; /* -1: not known */
+};
+
+/*
+ * The name the thread figures go by for -f (show's thread line and JSON
+ * object), as if they were one more statistic.
+ */
+#define THREAD_PSEUDO_STAT "thread"
+
+/*
  * One sampled stats object: a VM (vcpu == -1), one of its vCPUs (the
  * index), or all its vCPUs summed (OBJ_VCPUS: file is one of them, for the
  * layout, and data the sums; booleans count the vCPUs where true, peaks
@@ -27,10 +48,11 @@ struct obj {
 	int fd;
 	int vcpu;
 	const struct kvmstats_file *file;
-	const void *data; /* a sample of file's data block */
-	const char *name; /* QEMU guest name, "" or NULL: none */
-	const char *comm; /* the VMM's command name, or NULL */
-	const char *uuid; /* QEMU's -uuid, "" or NULL: none */
+	const void *data;		 /* a sample of file's data block */
+	const char *name;		 /* QEMU guest name, "" or NULL: none */
+	const char *comm;		 /* the VMM's command name, or NULL */
+	const char *uuid;		 /* QEMU's -uuid, "" or NULL: none */
+	const struct obj_thread *thread; /* vCPUs: its thread, or NULL */
 };
 
 /* Does @name pass @filter (NULL: everything passes)? */

@@ -54,6 +54,28 @@ struct objrec {
 	bool fresh;		    /* cur is from the latest host_sample() */
 };
 
+/*
+ * The host thread that runs a vCPU, and what the scheduler gave it,
+ * followed over time (host.c).  cpu_ns and wait_ns are counters that
+ * never go back: the thread's own /proc figures for as long as one thread
+ * runs the vCPU (its whole life, in a VMM that gives each vCPU a thread
+ * of its own), and when the vCPU moves to another thread they carry on
+ * with what that thread gets from then on (the interval of the move adds
+ * nothing).
+ */
+struct thrrec {
+	int tid;	    /* the device's latest answer; 0: see flags */
+	unsigned int flags; /* its KVMSTATS_VCPU_* (why tid is 0) */
+	int err; /* why the latest read of the figures failed, or 0 */
+	struct kvmstats_sched sched;	    /* the latest figures read */
+	uint64_t cpu_ns, wait_ns;	    /* the counters, now */
+	uint64_t prev_cpu_ns, prev_wait_ns; /* at the good sample before */
+	double t_cur, t_prev;		    /* when; 0: no such sample */
+	bool fresh;		    /* figures from the latest host_sample() */
+	int fig_tid;		    /* the thread the counters follow */
+	uint64_t fig_cpu, fig_wait; /* its own figures at t_cur */
+};
+
 enum vmstate {
 	VM_OPEN,     /* followed: its files are open */
 	VM_EXITED,   /* its process exited: fds closed, last values kept */
@@ -76,6 +98,8 @@ struct vmrec {
 	struct objrec *vcpu;
 	void *sum; /* host_vcpu_sum() */
 	size_t sum_size;
+	struct thrrec *thr; /* vCPU i's thread (host->threads) */
+	unsigned int nthr;
 };
 
 /* What the latest host_refresh() and host_sample() served and did not. */
@@ -102,6 +126,7 @@ struct host {
 	size_t fd_budget;     /* how many may be held */
 	unsigned long nofile; /* the soft RLIMIT_NOFILE at host_init() */
 	struct host_counts n;
+	bool threads;	 /* follow the vCPUs' threads too (default) */
 	bool queue_msgs; /* keep messages for host_flush_msgs() */
 	char **msgs;
 	size_t nmsgs;
@@ -161,6 +186,12 @@ int host_sample(struct host *h);
 void host_drop_exited(struct host *h);
 /* Sum @v's fresh vCPU samples into v->sum; -EAGAIN if not all are fresh. */
 int host_vcpu_sum(struct vmrec *v);
+/*
+ * The thread counters (struct thrrec) of @v's vCPUs summed; false unless
+ * every vCPU's are from the latest sample.
+ */
+bool host_thread_sum(const struct vmrec *v, uint64_t *cpu_ns,
+		     uint64_t *wait_ns);
 void host_flush_msgs(struct host *h);
 void host_fini(struct host *h);
 
@@ -206,6 +237,7 @@ struct scrape {
 	struct prom_cache *cache;
 	unsigned long cache_gen;
 	struct obj *objs;
+	struct obj_thread *thr; /* objs[k].thread, for vCPU objects */
 	size_t objs_room;
 	unsigned long long scrapes;
 };

@@ -21,7 +21,7 @@
 
 #include "tool.h"
 
-enum sort_key { SORT_RATE, SORT_TOTAL, SORT_NAME };
+enum sort_key { SORT_RATE, SORT_TOTAL, SORT_NAME, SORT_WAIT, SORT_CPU, NSORT };
 
 struct row {
 	char obj[48];
@@ -29,6 +29,12 @@ struct row {
 	int pid, fd, vcpu; /* vcpu -1: the VM (or the sum of its vCPUs) */
 	uint64_t total;
 	double rate;
+	/*
+	 * What the scheduler gave the object's vCPU thread (a VM's: all its
+	 * vCPUs' threads) over the interval, in CPUs: 1 is one CPU all the
+	 * time.  < 0: not known.  The same on every row of the object.
+	 */
+	double cpu, wait;
 	bool exited;
 };
 
@@ -127,10 +133,59 @@ static double rate_of(const struct kvmstats_stat *s, const struct objrec *o,
 	       dt;
 }
 
+/*
+ * The CPU and wait rates of the thread of vCPU @c of @v over the last two
+ * good samples, in CPUs (seconds per second); false without two.
+ */
+static bool thread_rates(const struct vmrec *v, unsigned int c, double *cpu,
+			 double *wait)
+{
+	const struct thrrec *r = c < v->nthr ? &v->thr[c] : NULL;
+	double dt;
+
+	if (!r || v->state != VM_OPEN || !r->fresh || !r->t_prev)
+		return false;
+	dt = r->t_cur - r->t_prev;
+	if (dt <= 0)
+		return false;
+	*cpu = (double)(r->cpu_ns - r->prev_cpu_ns) / 1e9 / dt;
+	*wait = (double)(r->wait_ns - r->prev_wait_ns) / 1e9 / dt;
+	return true;
+}
+
+/* The rates of vCPU @vcpu's thread, or of all of @v's (@vcpu -1). */
+static void row_threads(const struct vmrec *v, int vcpu, double *cpu,
+			double *wait)
+{
+	unsigned int c;
+	double a, b;
+
+	*cpu = *wait = -1;
+	if (vcpu >= 0) {
+		if (thread_rates(v, (unsigned int)vcpu, &a, &b))
+			*cpu = a, *wait = b;
+		return;
+	}
+	if (!v->nr_vcpus)
+		return;
+	*cpu = *wait = 0;
+	for (c = 0; c < v->nr_vcpus; c++) {
+		if (!thread_rates(v, c, &a, &b)) {
+			*cpu = *wait =
+				-1; /* a sum without one is not the VM's */
+			return;
+		}
+		*cpu += a;
+		*wait += b;
+	}
+}
+
 /* Rows for the scalar stats of object @o (the VM, or vCPU @vcpu) of @v. */
 static void add_rows(struct top *t, const struct vmrec *v, int vcpu,
 		     const struct objrec *o)
 {
+	double cpu, wait;
+
 	unsigned int i, nr = kvmstats_file_num_stats(o->file);
 	bool alive = v->state == VM_OPEN;
 	char obj[sizeof(t->rows[0].obj)];
@@ -139,6 +194,7 @@ static void add_rows(struct top *t, const struct vmrec *v, int vcpu,
 		snprintf(obj, sizeof(obj), "%d:%d/%d", v->pid, v->fd, vcpu);
 	else
 		snprintf(obj, sizeof(obj), "%d:%d", v->pid, v->fd);
+	row_threads(v, vcpu, &cpu, &wait);
 	for (i = 0; i < nr; i++) {
 		const struct kvmstats_stat *s = kvmstats_file_stat(o->file, i);
 		struct row *r;
@@ -156,6 +212,8 @@ static void add_rows(struct top *t, const struct vmrec *v, int vcpu,
 		r->exited = !alive;
 		r->total = kvmstats_value(s, o->cur, 0);
 		r->rate = rate_of(s, o, alive);
+		r->cpu = cpu;
+		r->wait = wait;
 	}
 }
 
@@ -170,10 +228,12 @@ static void add_vcpu_sums(struct top *t, const struct vmrec *v)
 	unsigned int i, c, nr = kvmstats_file_num_stats(f0);
 	bool alive = v->state == VM_OPEN;
 	char obj[sizeof(t->rows[0].obj)];
+	double cpu, wait;
 
 	for (c = 0; alive && c < v->nv; c++)
 		if (!v->vcpu[c].fresh)
 			return;
+	row_threads(v, -1, &cpu, &wait);
 	if (alive && v->nv < v->nr_vcpus)
 		return;
 	snprintf(obj, sizeof(obj), "%d:%d", v->pid, v->fd);
@@ -205,6 +265,8 @@ static void add_vcpu_sums(struct top *t, const struct vmrec *v)
 		r->exited = !alive;
 		r->total = total;
 		r->rate = rate;
+		r->cpu = cpu;
+		r->wait = wait;
 	}
 }
 
@@ -219,6 +281,11 @@ static int row_cmp(const void *a, const void *b)
 		return x->rate < y->rate ? 1 : -1;
 	if (sort_by == SORT_TOTAL && x->total != y->total)
 		return x->total < y->total ? 1 : -1;
+	/* Highest first; not known (< 0) after every known one. */
+	if (sort_by == SORT_WAIT && x->wait != y->wait)
+		return x->wait < y->wait ? 1 : -1;
+	if (sort_by == SORT_CPU && x->cpu != y->cpu)
+		return x->cpu < y->cpu ? 1 : -1;
 	if (x->pid != y->pid)
 		return x->pid < y->pid ? -1 : 1;
 	if (x->fd != y->fd)
@@ -277,9 +344,12 @@ static void build_rows(struct top *t)
 		qsort(t->order, t->nrows, sizeof(*t->order), row_ptr_cmp);
 }
 
+static const char *const sort_names[NSORT] = { "rate", "total", "name", "wait",
+					       "cpu" };
+
 static const char *sort_name(enum sort_key k)
 {
-	return k == SORT_RATE ? "rate" : k == SORT_TOTAL ? "total" : "name";
+	return sort_names[k];
 }
 
 static void count_vms(const struct top *t, size_t *alive, size_t *exited)
@@ -316,10 +386,24 @@ static char *put_right(char *p, const char *s, size_t n, size_t w)
 	return p + n;
 }
 
+/* " %6.1f" of @cpus as a percentage of one CPU, or "      -". */
+static char *put_percent(char *p, double cpus)
+{
+	char num[32];
+	int k;
+
+	*p++ = ' ';
+	if (cpus < 0)
+		return put_right(p, "-", 1, 6);
+	k = snprintf(num, sizeof(num), "%.1f", 100 * cpus);
+	return put_right(p, num, k > 0 && k < 16 ? (size_t)k : 0, 6);
+}
+
 /*
- * One row as "%-22s %-32s %20llu %14.1f\n" would print it (object with
- * " (exited)"), without printf for the usual values: a total is an
- * integer, a rate mostly 0 or whole; other rates go through snprintf.
+ * One row as "%-22s %-32s %20llu %14.1f %6.1f %6.1f\n" would print it
+ * (object with " (exited)"; CPU% and WAIT% "-" when not known), without
+ * printf for the usual values: a total is an integer, a rate mostly 0 or
+ * whole; other rates go through snprintf.
  */
 static void print_row(FILE *out, const struct row *r, size_t cols)
 {
@@ -367,6 +451,8 @@ static void print_row(FILE *out, const struct row *r, size_t cols)
 					       (size_t)k;
 	}
 	p = put_right(p, num, n, 14);
+	p = put_percent(p, r->cpu);
+	p = put_percent(p, r->wait);
 	if ((size_t)(p - line) > cols)
 		p = line + cols; /* the full screen: no line may wrap */
 	*p++ = '\n';
@@ -410,7 +496,8 @@ static void print_batch(struct top *t)
 	       sort_name(t->sort));
 	not_served(t, NULL, 0);
 	putchar('\n');
-	printf("%-22s %-32s %20s %14s\n", "OBJECT", "STAT", "TOTAL", "RATE/s");
+	printf("%-22s %-32s %20s %14s %6s %6s\n", "OBJECT", "STAT", "TOTAL",
+	       "RATE/s", "CPU%", "WAIT%");
 	for (i = 0; i < t->nrows; i++)
 		print_row(stdout, t->order[i], SIZE_MAX);
 	putchar('\n');
@@ -485,8 +572,8 @@ static void draw(struct top *t, const char *prompt)
 				 t->filter_text);
 		title = 2;
 	}
-	snprintf(head, sizeof(head), "%-22s %-32s %20s %14s", "OBJECT", "STAT",
-		 "TOTAL", "RATE/s");
+	snprintf(head, sizeof(head), "%-22s %-32s %20s %14s %6s %6s", "OBJECT",
+		 "STAT", "TOTAL", "RATE/s", "CPU%", "WAIT%");
 	fputs("\033[7m", stdout);
 	fwrite(head, 1, strlen(head) < cols ? strlen(head) : cols, stdout);
 	fputs("\033[0m\n", stdout);
@@ -530,9 +617,14 @@ static void write_csv(struct top *t)
 			ts.tv_nsec / 1000000, r->pid, r->fd);
 		if (r->vcpu >= 0)
 			fprintf(t->csv, "%d", r->vcpu);
-		fprintf(t->csv, ",%s,%llu,%.3f,%s\n", r->name,
+		fprintf(t->csv, ",%s,%llu,%.3f,%s,", r->name,
 			(unsigned long long)r->total, r->rate,
 			r->exited ? "exited" : "running");
+		if (r->cpu >= 0)
+			fprintf(t->csv, "%.4f,%.4f", r->cpu, r->wait);
+		else
+			fputc(',', t->csv);
+		fputc('\n', t->csv);
 	}
 	fflush(t->csv);
 }
@@ -609,7 +701,7 @@ static bool key(struct top *t, char c)
 	case 'Q':
 		return false;
 	case 's':
-		t->sort = (t->sort + 1) % 3;
+		t->sort = (t->sort + 1) % NSORT;
 		break;
 	case 'v':
 		t->per_vcpu = !t->per_vcpu;
@@ -632,14 +724,17 @@ static bool key(struct top *t, char c)
 
 static void usage_top(FILE *f)
 {
-	fputs("Usage: kvmstats top [VM] [-d SECONDS] [--per vm|vcpu] [-s rate|total|name]\n"
+	fputs("Usage: kvmstats top [VM] [-d SECONDS] [--per vm|vcpu] [-s KEY]\n"
 	      "                    [-f REGEX] [--batch [-n N]] [--csv FILE]\n"
 	      "Live totals and rates per second of the scalar statistics of every VM\n"
 	      "(or of VM: PID, PID:FD, QEMU guest name or UUID).  New VMs appear as\n"
-	      "they start; VMs whose process exited stay, marked (exited).\n"
+	      "they start; VMs whose process exited stay, marked (exited).  CPU% and\n"
+	      "WAIT% are the time the host threads of the row's vCPU (or VM) ran, and\n"
+	      "waited runnable for a CPU (the guest's steal), in % of one CPU.\n"
 	      "  -d, --interval SECONDS  time between samples (default 1, >= 0.1)\n"
 	      "  --per vm|vcpu           a VM's vCPU stats summed (vm, default) or per vCPU\n"
-	      "  -s, --sort KEY          rate (default), total or name\n"
+	      "  -s, --sort KEY          rate (default), total, name, or the vCPU threads'\n"
+	      "                          wait or cpu (the CPU% and WAIT% columns)\n"
 	      "  -f REGEX                only statistics whose name matches\n"
 	      "  -b, --batch             plain text reports instead of the full screen\n"
 	      "  -n N                    stop after N reports\n"
@@ -692,14 +787,11 @@ int cmd_top(int argc, char **argv)
 			}
 			break;
 		case 's':
-			if (!strcmp(optarg, "rate")) {
-				t.sort = SORT_RATE;
-			} else if (!strcmp(optarg, "total")) {
-				t.sort = SORT_TOTAL;
-			} else if (!strcmp(optarg, "name")) {
-				t.sort = SORT_NAME;
-			} else {
-				errmsg("top: --sort wants rate, total or name, not '%s'",
+			for (t.sort = 0; t.sort < NSORT; t.sort++)
+				if (!strcmp(optarg, sort_names[t.sort]))
+					break;
+			if (t.sort == NSORT) {
+				errmsg("top: --sort wants rate, total, name, wait or cpu, not '%s'",
 				       optarg);
 				return EXIT_USAGE;
 			}
@@ -756,7 +848,8 @@ int cmd_top(int argc, char **argv)
 			source_fini(&src);
 			return EXIT_FAIL;
 		}
-		fputs("time,pid,fd,vcpu,stat,total,rate,state\n", t.csv);
+		fputs("time,pid,fd,vcpu,stat,total,rate,state,cpu,wait\n",
+		      t.csv);
 	}
 	err = host_init(&t.host, &src);
 	if (!err)

@@ -1982,6 +1982,10 @@ static void test_thread_sched(const char *dir)
 	      "thread_sched: its CPU time grows while it spins; last_cpu -1 when not asked for");
 	spin_stop = 1;
 	pthread_join(th, NULL);
+	/* The join returns before the kernel has released the thread. */
+	snprintf(sub, sizeof(sub), "/proc/self/task/%d", tid);
+	for (int i = 0; i < 200 && !access(sub, F_OK); i++)
+		usleep(5000);
 	check(kvmstats_thread_sched(me, tid, 0, &sc) == -ESRCH,
 	      "thread_sched: a thread that has exited is -ESRCH");
 	other = sleeper();
