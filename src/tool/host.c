@@ -338,6 +338,7 @@ static void obj_free(struct host *h, struct objrec *o, bool fd_open)
 	}
 	free(o->cur);
 	free(o->prev);
+	free(o->base);
 	memset(o, 0, sizeof(*o));
 }
 

@@ -52,6 +52,7 @@ struct objrec {
 	double t_cur, t_prev;	    /* when they were read; 0: no such sample */
 	int err;		    /* the latest read: 0, or -errno */
 	bool fresh;		    /* cur is from the latest host_sample() */
+	void *base; /* top's reset: the sample totals count from, or NULL */
 };
 
 /*

@@ -350,8 +350,8 @@ static const char *top_row(const char *text, const char *obj, int *rank)
 	*rank = 0;
 	if (!p)
 		return NULL;
-	/* Rows start after the OBJECT header line. */
-	q = strstr(last, "\nOBJECT");
+	/* Rows start after the header line, the report's second. */
+	q = strchr(last, '\n');
 	for (q = q ? strchr(q + 1, '\n') : NULL; q && q < p;
 	     q = strchr(q + 1, '\n'))
 		(*rank)++;

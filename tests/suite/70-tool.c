@@ -2,9 +2,10 @@
 /*
  * The kvmstats tool against real VMs: `show`, `show --json` and `export`
  * print, for a halted vCPU, exactly the values of KVM's own stats fd;
- * the JSON parses; `top --batch` shows a running vCPU's io_exits rate
- * above zero and a halted one's at zero; a VM started after `top` appears
- * and is marked when its process exits; bad input gets distinct exit
+ * the JSON parses and names the VMM's comm; `top --batch` shows a running
+ * vCPU's io_exits rate above zero and a halted one's at zero, its host
+ * view their sum and its log (-l) the running vCPU's exits per interval;
+ * a VM started after `top` appears and is marked when its process exits; bad input gets distinct exit
  * statuses; `export --listen` answers HTTP and survives a client that
  * hangs up.  Leaves an `export` capture and the raw vCPU stats file in
  * $KVMSTATS_ARTIFACTS/tool/ for the host's promtool check.
@@ -345,6 +346,24 @@ static void check_values(struct vm *vm, int nfd, const char *what, bool hists,
 	rc = run(cmd);
 	tap_check(rc == 0 && json_valid(out),
 		  "%s: show --json exits 0 and parses as JSON", what);
+	{
+		char comm[64] = "", want[160];
+		FILE *f = fopen("/proc/self/comm", "re");
+
+		if (f) {
+			if (fgets(comm, sizeof(comm), f))
+				comm[strcspn(comm, "\n")] = '\0';
+			fclose(f);
+		}
+		snprintf(
+			want, sizeof(want),
+			"\"id\": \"%s\", \"name\": \"\", \"comm\": \"%s\", \"stats\"",
+			stats_id(&native), comm);
+		tap_check(
+			comm[0] && strstr(out, want),
+			"%s: show --json names the VMM's comm (%s), no guest name",
+			what, comm);
+	}
 	for (i = 0; i < (int)h->num_desc; i++) {
 		const struct kvm_stats_desc *d = stats_desc(&native, i);
 		char want[2048];
@@ -542,6 +561,51 @@ static void check_top(struct vm *halted, struct vm *running)
 		  rate);
 	if (tap_failures())
 		tap_diag("top output:\n%s", out);
+
+	/*
+	 * The host view (the default) of this process's two VMs: one row of
+	 * io_exits, their sum, moving with the running vCPU.
+	 */
+	snprintf(cmd, sizeof(cmd), TOOL " top -1 -d 1 -p %d -f '^io_exits$'",
+		 getpid());
+	rc = run(cmd);
+	{
+		unsigned long long total = 0;
+		const char *row = strstr(out, "\nio_exits ");
+
+		rate = -1;
+		found = row &&
+			sscanf(row, " io_exits %llu %lf", &total, &rate) == 2;
+		tap_check(
+			rc == 0 && found && rate > 0 &&
+				total > GUEST_IO_COUNT &&
+				strstr(out, " VMs 2 exited 0 view host "),
+			"top -1 -p PID: the host view sums both VMs' io_exits (%llu, %.1f/s)",
+			total, rate);
+	}
+	/* kvm_stat's log: the events of each interval. */
+	snprintf(cmd, sizeof(cmd),
+		 TOOL
+		 " top -l -n 2 -d 0.5 -p %d:%d -f '^(io_exits|halt_exits)$'",
+		 getpid(), running->fd);
+	rc = run(cmd);
+	{
+		long long io[2] = { -1, -1 }, halts[2] = { -1, -1 };
+		const char *p = strchr(out, '\n');
+		int k;
+
+		for (k = 0; k < 2 && p; k++, p = strchr(p + 1, '\n'))
+			if (sscanf(p + 1, "%*s %*s %lld %lld", &halts[k],
+				   &io[k]) != 2)
+				break;
+		tap_check(
+			rc == 0 && !strncmp(out, "time ", 5) && io[0] > 0 &&
+				io[1] > 0 && halts[0] == 0 && halts[1] == 0,
+			"top -l: the running vCPU's io_exits in each interval (%lld, %lld), no halts",
+			io[0], io[1]);
+	}
+	if (tap_failures())
+		tap_diag("top output:\n%s", out);
 }
 
 /* Wait up to @secs for @needle in file @path. */
@@ -579,8 +643,8 @@ static void check_top_lifecycle(void)
 		int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
 
 		dup2(fd, 1);
-		execl(TOOL, "kvmstats", "top", "--batch", "-d", "0.5", "-f",
-		      "^exits$", (char *)NULL);
+		execl(TOOL, "kvmstats", "top", "--batch", "-d", "0.5", "--per",
+		      "vm", "-f", "^exits$", (char *)NULL);
 		_exit(127);
 	}
 	msleep(1200);
