@@ -58,7 +58,19 @@ RELEASE_CPPFLAGS := -DKVMSTATS_RELEASE='"$(RELEASE)"' \
 	-DKVMSTATS_RELEASE_MINOR=$(word 2,$(RELEASE_PARTS)) \
 	-DKVMSTATS_RELEASE_PATCH=$(word 3,$(RELEASE_PARTS))
 USER_CPPFLAGS := -Iinclude -Iinclude/uapi $(RELEASE_CPPFLAGS)
+# Where make install puts things (DESTDIR, if set, is prepended to each;
+# libkvmstats.pc gets them without it).  LIBDIR is Debian's multiarch one,
+# lib/x86_64-linux-gnu, where the compiler knows the triplet (gcc and clang
+# on Debian do), else lib.
 PREFIX ?= /usr/local
+BINDIR ?= $(PREFIX)/bin
+INCLUDEDIR ?= $(PREFIX)/include
+MULTIARCH ?= $(shell $(USER_CC) -print-multiarch 2> /dev/null)
+LIBDIR ?= $(PREFIX)/lib$(if $(MULTIARCH),/$(MULTIARCH))
+PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+MANDIR ?= $(PREFIX)/share/man
+# Run after installing the shared library into the system (no DESTDIR).
+LDCONFIG ?= ldconfig
 # The soname changes only with an incompatible ABI (never so far); symbols
 # carry versions from src/lib/libkvmstats.map.
 LIB_SONAME := libkvmstats.so.1
@@ -98,9 +110,19 @@ $(LIB_OUT)/$(LIB_SONAME): $(LIB_OUT)/libkvmstats.o $(LIB_MAP)
 	ln -sf $(LIB_REALNAME) $@
 	ln -sf $(LIB_SONAME) $(LIB_OUT)/libkvmstats.so
 
-$(LIB_OUT)/libkvmstats.pc: src/lib/libkvmstats.pc.in Makefile VERSION
+# The paths make install uses, under $${prefix} where they are below it.
+# Remade whenever they change (FORCE; the file is only replaced if it does).
+pc_rel = $(patsubst $(PREFIX)/%,$${prefix}/%,$(patsubst $(PREFIX),$${prefix},$(1)))
+
+$(LIB_OUT)/libkvmstats.pc: src/lib/libkvmstats.pc.in Makefile VERSION FORCE
 	@mkdir -p $(@D)
-	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(RELEASE)|g' $< > $@
+	@sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(call pc_rel,$(LIBDIR))|g' \
+		-e 's|@INCLUDEDIR@|$(call pc_rel,$(INCLUDEDIR))|g' \
+		-e 's|@VERSION@|$(RELEASE)|g' $< > $@.tmp
+	@if cmp -s $@.tmp $@; then rm $@.tmp; else mv $@.tmp $@; fi
+
+.PHONY: FORCE
+FORCE:
 
 # The ABI of libkvmstats.so.1 against the baseline in src/lib/libkvmstats.abi
 # (libabigail's abidiff, Debian's abigail-tools), on a -g build of its own
@@ -157,6 +179,49 @@ unit: $(UNIT_OUT)/libkvmstats-test
 $(UNIT_OUT)/libkvmstats-test: $(UNIT_SRCS) tests/lib/json_check.h $(LIB_OUT)/libkvmstats.a $(UNIT_TOOL_SRCS) $(TOOL_HDRS)
 	@mkdir -p $(@D)
 	$(USER_CC) $(USER_CPPFLAGS) -Isrc/tool -Itests/lib $(USER_CFLAGS) -Wl,--wrap=ioctl -o $@ $(UNIT_SRCS) $(UNIT_TOOL_SRCS) $(LIB_OUT)/libkvmstats.a -lm -pthread
+
+# ---------------------------------------------------------------------------
+# make install: the library (shared and static), its headers, libkvmstats.pc,
+# the tool and the man pages, under PREFIX (default /usr/local) and the
+# directories above, each prefixed with DESTDIR for staging.
+#
+#   make install [PREFIX=/usr] [DESTDIR=dir] [LIBDIR=...]
+#   make install-lib   only the library, headers, .pc, libkvmstats(3), kvmstats(4)
+#   make install-tool  only the tool and kvmstats(1)
+#   make uninstall     remove what install put there
+# ---------------------------------------------------------------------------
+INSTALL ?= install
+
+.PHONY: install install-lib install-tool uninstall
+
+install: install-lib install-tool
+
+install-lib: lib
+	$(INSTALL) -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PKGCONFIGDIR) \
+		$(DESTDIR)$(INCLUDEDIR)/linux $(DESTDIR)$(MANDIR)/man3 $(DESTDIR)$(MANDIR)/man4
+	$(INSTALL) -m 0644 $(LIB_OUT)/$(LIB_REALNAME) $(LIB_OUT)/libkvmstats.a $(DESTDIR)$(LIBDIR)/
+	ln -sf $(LIB_REALNAME) $(DESTDIR)$(LIBDIR)/$(LIB_SONAME)
+	ln -sf $(LIB_SONAME) $(DESTDIR)$(LIBDIR)/libkvmstats.so
+	$(INSTALL) -m 0644 $(LIB_OUT)/libkvmstats.pc $(DESTDIR)$(PKGCONFIGDIR)/
+	$(INSTALL) -m 0644 include/libkvmstats.h $(DESTDIR)$(INCLUDEDIR)/
+	$(INSTALL) -m 0644 include/uapi/linux/kvmstats.h $(DESTDIR)$(INCLUDEDIR)/linux/
+	$(INSTALL) -m 0644 man/libkvmstats.3 $(DESTDIR)$(MANDIR)/man3/
+	$(INSTALL) -m 0644 man/kvmstats.4 $(DESTDIR)$(MANDIR)/man4/
+	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" -eq 0 ]; then $(LDCONFIG); fi
+
+install-tool: tool
+	$(INSTALL) -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1
+	$(INSTALL) -m 0755 $(TOOL_OUT)/kvmstats $(DESTDIR)$(BINDIR)/
+	$(INSTALL) -m 0644 man/kvmstats.1 $(DESTDIR)$(MANDIR)/man1/
+
+uninstall:
+	rm -f $(DESTDIR)$(LIBDIR)/$(LIB_REALNAME) $(DESTDIR)$(LIBDIR)/$(LIB_SONAME) \
+		$(DESTDIR)$(LIBDIR)/libkvmstats.so $(DESTDIR)$(LIBDIR)/libkvmstats.a \
+		$(DESTDIR)$(PKGCONFIGDIR)/libkvmstats.pc $(DESTDIR)$(INCLUDEDIR)/libkvmstats.h \
+		$(DESTDIR)$(INCLUDEDIR)/linux/kvmstats.h $(DESTDIR)$(MANDIR)/man3/libkvmstats.3 \
+		$(DESTDIR)$(MANDIR)/man4/kvmstats.4 $(DESTDIR)$(BINDIR)/kvmstats \
+		$(DESTDIR)$(MANDIR)/man1/kvmstats.1
+	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" -eq 0 ]; then $(LDCONFIG); fi
 
 # ---------------------------------------------------------------------------
 # Packaging: DKMS, Debian packages, make demo (issue 6); see packaging/packaging.mk.
