@@ -26,8 +26,11 @@ run kvmstats schema --vm --json -f '^(pages_4k|max_mmu_rmap_size)$'
 run kvmstats show web1 -f '^(remote_tlb_flush|pages_4k|max_mmu_rmap_size)$'
 run kvmstats show web1 --vcpu all -f '^(exits|io_exits|halt_exits|halt_wait_ns|halt_wait_hist|blocking)$'
 run kvmstats show db --vcpu 0 --json -f '^(io_exits|halt_wait_hist|blocking|guest_mode)$'
+run kvmstats top -1 -f '^(exits|io_exits|halt_exits|halt_wait_ns|pages_4k|blocking)$'
+run kvmstats top -1 --per vm -f '^(exits|io_exits|pages_4k)$'
 run kvmstats top --batch -n 1 -d 1 --per vcpu -f '^(exits|io_exits|halt_exits)$'
-run kvmstats top --batch -n 1 -d 1 --sort total -f '^(exits|pages_4k)$'
+run kvmstats top -l -n 3 -f '^(exits|io_exits|halt_exits)$'
+run kvmstats top -f help
 echo "\$ kvmstats export --per vcpu --collector.histograms -f '^(io_exits|halt_wait_ns|halt_wait_hist|blocking|pages_4k)$' | head -n 40"
 kvmstats export --per vcpu --collector.histograms -f '^(io_exits|halt_wait_ns|halt_wait_hist|blocking|pages_4k)$' | head -n 40
 echo
