@@ -358,11 +358,11 @@ static void check_values(struct vm *vm, int nfd, const char *what, bool hists,
 		}
 		snprintf(
 			want, sizeof(want),
-			"\"id\": \"%s\", \"name\": \"\", \"comm\": \"%s\", \"stats\"",
+			"\"id\": \"%s\", \"name\": \"\", \"comm\": \"%s\", \"uuid\": \"\", ",
 			stats_id(&native), comm);
 		tap_check(
 			comm[0] && strstr(out, want),
-			"%s: show --json names the VMM's comm (%s), no guest name",
+			"%s: show --json names the VMM's comm (%s), no guest name or UUID",
 			what, comm);
 	}
 	for (i = 0; i < (int)h->num_desc; i++) {
