@@ -41,9 +41,22 @@ ks_moddir()
 	"$KS_ROOT/scripts/kernel" moddir "$1"
 }
 
+# Where the harness's second serial channel (results, never the console)
+# lives in the guest: x86's second 16550, or on arm64's virt board, which has
+# one PL011, a virtio serial port named ksg.results (tests/qemu/init finds
+# its /dev/vportNpM).
+ks_results_chan()
+{
+	case "$1" in
+	arm64)	echo virtio:ksg.results ;;
+	*)	echo /dev/ttyS1 ;;
+	esac
+}
+
 # Copy module $2 (file name without .ko) of kernel $1 to directory $3 as an
-# uncompressed .ko, whichever compression Debian used for it.  With a
-# fourth argument "optional", a kernel without the module is no error.
+# uncompressed .ko, whichever compression Debian used for it, and print
+# its name.  With a fourth argument "optional", a kernel without the module
+# (or with it built in) is no error, and nothing is printed.
 ks_copy_module()
 {
 	local rel=$1 name=$2 dst=$3 src
@@ -60,15 +73,41 @@ ks_copy_module()
 	*.ko.zst)	zstd -qdc "$src" > "$dst/$name.ko" ;;
 	*.ko.gz)	gzip -dc "$src" > "$dst/$name.ko" ;;
 	esac
+	echo "$name"
+}
+
+# The Debian architecture of a release (amd64, arm64).
+ks_arch()
+{
+	"$KS_ROOT/scripts/kernel" arch "$1"
 }
 
 # Nested KVM is usable when the host's vendor module says so and /dev/kvm
 # really creates a VM ($1: the compiled kvm-probe).  Sets KS_ACCEL, KS_CPU,
-# KS_VENDOR (the guest's vendor module) and KS_ACCEL_WHY.
-# KVMSTATS_ACCEL=tcg|kvm forces a choice (kvm still has to work).
+# KS_VENDOR (the guest's vendor module; empty where KVM is built in) and
+# KS_ACCEL_WHY.  KVMSTATS_ACCEL=tcg|kvm forces a choice (kvm still has to
+# work).  $2 is the guest's architecture (default amd64).
 ks_pick_accel()
 {
-	local probe=$1 nested="" vendor="" p
+	local probe=$1 arch=${2:-amd64} nested="" vendor="" p
+
+	if [ "$arch" = arm64 ]; then
+		[ "${KVMSTATS_ACCEL:-tcg}" = tcg ] ||
+			ks_die "KVMSTATS_ACCEL=$KVMSTATS_ACCEL: an arm64 guest runs only under TCG on this $(uname -m) host"
+		# The virt board's guest gets EL2 (virtualization=on in
+		# ks_qemu_arm64): KVM comes up inside in VHE mode.  Pointer
+		# authentication with QEMU's own cheap algorithm (pauth-impdef)
+		# instead of the architected QARMA: the same instructions, a
+		# fraction of TCG's cost.  arm64 patches kernel text under
+		# stop_machine(), with every CPU held, so multi-threaded TCG
+		# has none of x86's int3 race (see below): one host thread a
+		# vCPU unless KVMSTATS_TCG_THREAD says otherwise.
+		KS_ACCEL=tcg,thread=${KVMSTATS_TCG_THREAD:-multi}
+		KS_CPU=max,pauth-impdef=on
+		KS_VENDOR=""
+		KS_ACCEL_WHY="arm64 guest on an $(uname -m) host: TCG, EL2 for the guest's KVM"
+		return 0
+	fi
 
 	for p in kvm_intel kvm_amd; do
 		if [ -r "/sys/module/$p/parameters/nested" ]; then
