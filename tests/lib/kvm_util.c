@@ -21,6 +21,19 @@
 #define KICK_SIGNAL	 SIGUSR1
 #define VCPU_CODE_STRIDE 0x100
 
+/* What a KVM_RUN's exit means for the guest programs. */
+enum guest_exit {
+	EXIT_IO,    /* a port write (x86), a store to GUEST_IO_ADDR (arm64) */
+	EXIT_MMIO,  /* an MMIO store */
+	EXIT_END,   /* the program's end: HLT, PSCI SYSTEM_OFF */
+	EXIT_FAULT, /* arm64: an exception vector ran */
+	EXIT_OTHER,
+};
+
+/* Per architecture, below. */
+static void arch_vm_init(struct vm *vm);
+static int arch_vcpu_init(struct vm *vm, int fd);
+
 pid_t sys_gettid(void)
 {
 	return syscall(SYS_gettid);
@@ -84,10 +97,12 @@ int __vm_create(struct vm **out)
 	vm->fd = r;
 	vm->creator_tid = sys_gettid();
 
+#if defined(__x86_64__)
 	/* Needed by VMX without unrestricted guest, harmless on SVM. */
 	r = __test_ioctl(vm->fd, KVM_SET_TSS_ADDR, 0xfffbd000);
 	if (r < 0)
 		goto err_vm;
+#endif
 
 	vm->mem = mmap(NULL, GUEST_MEM_SIZE, PROT_READ | PROT_WRITE,
 		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -104,6 +119,7 @@ int __vm_create(struct vm **out)
 			 (unsigned long)&region);
 	if (r < 0)
 		goto err_vm;
+	arch_vm_init(vm);
 	*out = vm;
 	return 0;
 
@@ -145,6 +161,12 @@ int __vm_add_vcpu(struct vm *vm, int id, struct vcpu **out)
 		close(vcpu->fd);
 		goto err_free;
 	}
+	r = arch_vcpu_init(vm, vcpu->fd);
+	if (r < 0) {
+		munmap(vcpu->run, size);
+		close(vcpu->fd);
+		goto err_free;
+	}
 	vcpu->run_size = size;
 	vcpu->vm = vm;
 	vcpu->id = id;
@@ -157,6 +179,19 @@ int __vm_add_vcpu(struct vm *vm, int id, struct vcpu **out)
 err_free:
 	free(vcpu);
 	return r;
+}
+
+#if defined(__x86_64__)
+static void arch_vm_init(struct vm *vm)
+{
+	(void)vm;
+}
+
+static int arch_vcpu_init(struct vm *vm, int fd)
+{
+	(void)vm;
+	(void)fd;
+	return 0;
 }
 
 static const uint8_t *guest_code(enum guest_prog prog, unsigned int n,
@@ -213,24 +248,14 @@ static const uint8_t *guest_code(enum guest_prog prog, unsigned int n,
 	return buf;
 }
 
-int __vcpu_load_prog(struct vcpu *vcpu, enum guest_prog prog, unsigned int n)
+static int arch_vcpu_start(struct vcpu *vcpu, unsigned long code,
+			   unsigned int n)
 {
-	unsigned long code = GUEST_CODE + vcpu->index * VCPU_CODE_STRIDE;
 	struct kvm_sregs sregs;
 	struct kvm_regs regs;
-	const uint8_t *bytes;
-	uint8_t buf[32];
-	size_t len;
 	int r;
 
-	if ((prog == GUEST_IO_COUNT || prog == GUEST_MMIO_COUNT) &&
-	    (n < 1 || n > 0xffff))
-		return -EINVAL;
-	bytes = guest_code(prog, n, buf, &len);
-	if (!bytes)
-		return -EINVAL;
-	memcpy((uint8_t *)vcpu->vm->mem + code, bytes, len);
-
+	(void)n; /* in the code itself */
 	r = __test_ioctl(vcpu->fd, KVM_GET_SREGS, (unsigned long)&sregs);
 	if (r < 0)
 		return r;
@@ -246,6 +271,239 @@ int __vcpu_load_prog(struct vcpu *vcpu, enum guest_prog prog, unsigned int n)
 	regs.rip = code;
 	regs.rflags = 0x2;
 	return __test_ioctl(vcpu->fd, KVM_SET_REGS, (unsigned long)&regs);
+}
+
+static enum guest_exit classify_exit(struct vcpu *vcpu, int reason)
+{
+	(void)vcpu;
+	switch (reason) {
+	case KVM_EXIT_IO:
+		return EXIT_IO;
+	case KVM_EXIT_MMIO:
+		return EXIT_MMIO;
+	case KVM_EXIT_HLT:
+		return EXIT_END;
+	default:
+		return EXIT_OTHER;
+	}
+}
+#elif defined(__aarch64__)
+/*
+ * A64, assembled once with binutils and written down here.  The VMM sets
+ * x0 = n, x1 = GUEST_IO_ADDR, x2 = GUEST_MMIO_ADDR, x3 = GUEST_FAULT_ADDR.
+ */
+#define A64_END                                                         \
+	0xd2800100,	    /* mov	x0, #0x8 */                          \
+		0xf2b08000, /* movk	x0, #0x8400, lsl #16: SYSTEM_OFF */ \
+		0xd4000002, /* hvc	#0 */                                \
+		0x14000000  /* b	. */
+
+static const uint32_t a64_vector[] = {
+	0xf900007f, /* str	xzr, [x3] */
+	0x14000000, /* b	. */
+};
+
+#define ONE_REG_CORE(r)                                        \
+	(KVM_REG_ARM64 | KVM_REG_SIZE_U64 | KVM_REG_ARM_CORE | \
+	 KVM_REG_ARM_CORE_REG(r))
+#define ONE_REG_VBAR_EL1       ARM64_SYS_REG(3, 0, 12, 0, 0)
+/* EL1h, with D, A, I and F masked: what KVM_ARM_VCPU_INIT leaves. */
+#define A64_PSTATE_EL1H_MASKED 0x3c5
+
+static void arch_vm_init(struct vm *vm)
+{
+	int i;
+
+	for (i = 0; i < 16; i++)
+		memcpy((uint8_t *)vm->mem + GUEST_VECTORS + i * 0x80,
+		       a64_vector, sizeof(a64_vector));
+}
+
+static int set_one_reg(int fd, uint64_t id, uint64_t val)
+{
+	struct kvm_one_reg reg = { .id = id, .addr = (unsigned long)&val };
+
+	return __test_ioctl(fd, KVM_SET_ONE_REG, (unsigned long)&reg);
+}
+
+/* KVM_ARM_VCPU_INIT with PSCI 0.2, so that SYSTEM_OFF is an exit. */
+static int arch_vcpu_init(struct vm *vm, int fd)
+{
+	struct kvm_vcpu_init init;
+	int r;
+
+	memset(&init, 0, sizeof(init));
+	r = __test_ioctl(vm->fd, KVM_ARM_PREFERRED_TARGET,
+			 (unsigned long)&init);
+	if (r < 0)
+		return r;
+	init.features[0] |= 1u << KVM_ARM_VCPU_PSCI_0_2;
+	r = __test_ioctl(fd, KVM_ARM_VCPU_INIT, (unsigned long)&init);
+	if (r < 0)
+		return r;
+	return set_one_reg(fd, ONE_REG_VBAR_EL1, GUEST_VECTORS);
+}
+
+static const uint8_t *guest_code(enum guest_prog prog, unsigned int n,
+				 uint8_t *buf, size_t *len)
+{
+	static const uint32_t end[] = { A64_END };
+	static const uint32_t io_loop[] = {
+		0xb9000020, /* 1: str	w0, [x1] */
+		0x17ffffff, /* b	1b */
+	};
+	static const uint32_t io_count[] = {
+		0xb9000020, /* 1: str	w0, [x1] */
+		0xf1000400, /* subs	x0, x0, #1 */
+		0x54ffffc1, /* b.ne	1b */
+		A64_END,
+	};
+	static const uint32_t mmio_count[] = {
+		0xb9000040, /* 1: str	w0, [x2] */
+		0xf1000400, /* subs	x0, x0, #1 */
+		0x54ffffc1, /* b.ne	1b */
+		A64_END,
+	};
+	static const uint32_t spin[] = { 0x14000000 /* b . */ };
+	/*
+	 * Not WFI: 6.1's KVM stops trapping WFI while the vCPU thread is
+	 * alone on its CPU, and the vCPU then waits in the CPU instead of
+	 * in KVM.  PSCI CPU_SUSPEND (standby) is an HVC, always trapped,
+	 * which KVM emulates with the same kvm_vcpu_wfi().
+	 */
+	static const uint32_t suspend_loop[] = {
+		0xd5034fdf, /* msr	daifset, #0xf */
+		0xd2800020, /* 1: mov	x0, #0x1 */
+		0xf2b88000, /* movk	x0, #0xc400, lsl #16: CPU_SUSPEND */
+		0xd2800001, /* mov	x1, #0: standby */
+		0xd4000002, /* hvc	#0 */
+		0x17fffffc, /* b	1b */
+	};
+	const uint32_t *code;
+
+	(void)n; /* in x0 */
+	switch (prog) {
+	case GUEST_HLT:
+		code = end;
+		*len = sizeof(end);
+		break;
+	case GUEST_IO_LOOP:
+		code = io_loop;
+		*len = sizeof(io_loop);
+		break;
+	case GUEST_IO_COUNT:
+		code = io_count;
+		*len = sizeof(io_count);
+		break;
+	case GUEST_MMIO_COUNT:
+		code = mmio_count;
+		*len = sizeof(mmio_count);
+		break;
+	case GUEST_SPIN:
+		code = spin;
+		*len = sizeof(spin);
+		break;
+	case GUEST_CLI_HLT:
+		code = suspend_loop;
+		*len = sizeof(suspend_loop);
+		break;
+	default:
+		return NULL;
+	}
+	memcpy(buf, code, *len);
+	return buf;
+}
+
+static int arch_vcpu_start(struct vcpu *vcpu, unsigned long code,
+			   unsigned int n)
+{
+	/* A SYSTEM_OFF stopped every vCPU of the VM: start this one. */
+	struct kvm_mp_state mp = { .mp_state = KVM_MP_STATE_RUNNABLE };
+	const struct {
+		uint64_t id, val;
+	} regs[] = {
+		{ ONE_REG_CORE(regs.regs[0]), n },
+		{ ONE_REG_CORE(regs.regs[1]), GUEST_IO_ADDR },
+		{ ONE_REG_CORE(regs.regs[2]), GUEST_MMIO_ADDR },
+		{ ONE_REG_CORE(regs.regs[3]), GUEST_FAULT_ADDR },
+		{ ONE_REG_CORE(regs.pstate), A64_PSTATE_EL1H_MASKED },
+		{ ONE_REG_CORE(regs.pc), code },
+	};
+	size_t i;
+	int r;
+
+	/*
+	 * A store the last KVM_RUN handed us (a loop stopped by
+	 * immediate_exit) completes on the next entry, which moves the PC
+	 * past it: the new PC's first instruction would be skipped.
+	 * Complete it now without running the guest.
+	 */
+	if (vcpu->run->exit_reason == KVM_EXIT_MMIO) {
+		vcpu->run->immediate_exit = 1;
+		r = __test_ioctl(vcpu->fd, KVM_RUN, 0);
+		vcpu->run->immediate_exit = 0;
+		if (r < 0 && r != -EINTR)
+			return r;
+		vcpu->run->exit_reason = KVM_EXIT_INTR;
+	}
+	r = __test_ioctl(vcpu->fd, KVM_SET_MP_STATE, (unsigned long)&mp);
+	for (i = 0; r >= 0 && i < sizeof(regs) / sizeof(regs[0]); i++)
+		r = set_one_reg(vcpu->fd, regs[i].id, regs[i].val);
+	return r;
+}
+
+static enum guest_exit classify_exit(struct vcpu *vcpu, int reason)
+{
+	struct kvm_run *run = vcpu->run;
+
+	switch (reason) {
+	case KVM_EXIT_MMIO:
+		if (run->mmio.phys_addr == GUEST_IO_ADDR)
+			return EXIT_IO;
+		if (run->mmio.phys_addr == GUEST_MMIO_ADDR)
+			return EXIT_MMIO;
+		if (run->mmio.phys_addr == GUEST_FAULT_ADDR)
+			return EXIT_FAULT;
+		return EXIT_OTHER;
+	case KVM_EXIT_SYSTEM_EVENT:
+		if (run->system_event.type == KVM_SYSTEM_EVENT_SHUTDOWN)
+			return EXIT_END;
+		return EXIT_OTHER;
+	default:
+		return EXIT_OTHER;
+	}
+}
+#endif
+
+int __vcpu_load_prog(struct vcpu *vcpu, enum guest_prog prog, unsigned int n)
+{
+#if defined(__x86_64__)
+	/* The code holds n: each vCPU has its own. */
+	unsigned long code = GUEST_CODE + vcpu->index * VCPU_CODE_STRIDE;
+#else
+	/*
+	 * One address per program, the same in every VM (n is in x0).
+	 * QEMU's TCG, which runs these guests here, looks translated code
+	 * up by virtual PC first and does not tell VMs apart there: a new
+	 * VM whose vCPU starts where an earlier VM ran other code executed
+	 * the earlier VM's (seen on 6.1: a CPU_SUSPEND loop at 0x1000 ran
+	 * as the GUEST_IO_COUNT a VM freed before had there).  With each
+	 * address always holding the same instructions, that cannot matter.
+	 */
+	unsigned long code = GUEST_CODE + prog * VCPU_CODE_STRIDE;
+#endif
+	const uint8_t *bytes;
+	uint8_t buf[64];
+	size_t len;
+
+	if ((prog == GUEST_IO_COUNT || prog == GUEST_MMIO_COUNT) &&
+	    (n < 1 || n > 0xffff))
+		return -EINVAL;
+	bytes = guest_code(prog, n, buf, &len);
+	if (!bytes)
+		return -EINVAL;
+	memcpy((uint8_t *)vcpu->vm->mem + code, bytes, len);
+	return arch_vcpu_start(vcpu, code, n);
 }
 
 int __vcpu_run(struct vcpu *vcpu)
@@ -297,7 +555,11 @@ struct vm *vm_create(int nr_vcpus, const int *ids)
 	r = __vm_create(&vm);
 	if (r == -ENOENT || r == -ENODEV || r == -ENXIO)
 		tap_bail("/dev/kvm unavailable: %s (is kvm and %s loaded?)",
-			 strerror(-r), getenv("KVMSTATS_VENDOR") ?: "kvm_amd");
+			 strerror(-r),
+			 getenv("KVMSTATS_VENDOR") &&
+					 *getenv("KVMSTATS_VENDOR") ?
+				 getenv("KVMSTATS_VENDOR") :
+				 "its vendor module");
 	if (r < 0)
 		tap_bail("creating a VM (KVM_CREATE_VM and memory) failed: %s",
 			 strerror(-r));
@@ -323,10 +585,10 @@ void vcpu_load_prog(struct vcpu *vcpu, enum guest_prog prog, unsigned int n)
 	int r = __vcpu_load_prog(vcpu, prog, n);
 
 	if (r < 0)
-		tap_bail(
-			"loading guest program %d on vCPU %d "
-			"(KVM_GET_SREGS/KVM_SET_SREGS/KVM_SET_REGS) failed: %s",
-			prog, vcpu->id, strerror(-r));
+		tap_bail("loading guest program %d on vCPU %d "
+			 "(x86: KVM_GET_SREGS/KVM_SET_SREGS/KVM_SET_REGS, "
+			 "arm64: KVM_SET_MP_STATE/KVM_SET_ONE_REG) failed: %s",
+			 prog, vcpu->id, strerror(-r));
 }
 
 static const char *exit_name(unsigned int reason)
@@ -346,6 +608,8 @@ static const char *exit_name(unsigned int reason)
 		return "KVM_EXIT_INTERNAL_ERROR";
 	case KVM_EXIT_UNKNOWN:
 		return "KVM_EXIT_UNKNOWN";
+	case KVM_EXIT_SYSTEM_EVENT:
+		return "KVM_EXIT_SYSTEM_EVENT";
 	default:
 		return "?";
 	}
@@ -361,16 +625,20 @@ void vcpu_run_to_hlt(struct vcpu *vcpu)
 		if (r < 0)
 			tap_bail("KVM_RUN on vCPU %d failed: errno %d (%s)",
 				 vcpu->id, -r, strerror(-r));
-		switch (r) {
-		case KVM_EXIT_IO:
+		switch (classify_exit(vcpu, r)) {
+		case EXIT_IO:
 			vcpu->nr_io++;
 			break;
-		case KVM_EXIT_MMIO:
+		case EXIT_MMIO:
 			vcpu->nr_mmio++;
 			break;
-		case KVM_EXIT_HLT:
+		case EXIT_END:
 			vcpu->nr_hlt++;
 			return;
+		case EXIT_FAULT:
+			tap_bail(
+				"KVM_RUN on vCPU %d: the guest took an exception",
+				vcpu->id);
 		default:
 			tap_bail("KVM_RUN on vCPU %d: unexpected exit %d (%s)",
 				 vcpu->id, r, exit_name(r));
@@ -443,11 +711,12 @@ static void *vcpu_thread_fn(void *arg)
 			vcpu->thread_err = r;
 			break;
 		}
-		if (r == KVM_EXIT_IO) {
+		r = classify_exit(vcpu, r);
+		if (r == EXIT_IO) {
 			vcpu->nr_io++;
-		} else if (r == KVM_EXIT_MMIO) {
+		} else if (r == EXIT_MMIO) {
 			vcpu->nr_mmio++;
-		} else if (r == KVM_EXIT_HLT) {
+		} else if (r == EXIT_END) {
 			vcpu->nr_hlt++;
 			break;
 		} else {
@@ -515,11 +784,13 @@ int __vm_create_irqchip(struct vm **out)
 
 	if (r < 0)
 		return r;
+#if defined(__x86_64__)
 	r = __test_ioctl(vm->fd, KVM_CREATE_IRQCHIP, 0);
 	if (r < 0) {
 		vm_free(vm);
 		return r;
 	}
+#endif
 	vm->irqchip = true;
 	*out = vm;
 	return 0;
@@ -540,7 +811,10 @@ struct vm *vm_create_irqchip(int nr_vcpus)
 	for (i = 0; i < nr_vcpus; i++) {
 		struct vcpu *vcpu = vm_add_vcpu(vm, i);
 
-		/* APs would wait for INIT/SIPI: make every vCPU runnable. */
+		/*
+		 * x86's APs would wait for INIT/SIPI: make every vCPU
+		 * runnable (arm64's start so without PSCI's POWER_OFF).
+		 */
 		test_ioctl(vcpu->fd, KVM_SET_MP_STATE, &mp);
 	}
 	return vm;

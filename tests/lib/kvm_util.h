@@ -7,9 +7,15 @@
  *   name(...)    asserting wrapper: on failure prints "not ok - <IOCTL>
  *                failed: <errno>" naming the ioctl, and exits the test.
  *
- * Guests are real-mode snippets of a few bytes loaded at GUEST_CODE in a
- * small memory slot at guest physical 0; DS points past the slot so that
- * a store through DS is an MMIO exit.
+ * Guests are snippets of a few instructions loaded at GUEST_CODE in a small
+ * memory slot at guest physical 0.  On x86 they run in real mode, DS points
+ * past the slot so that a store through DS is an MMIO exit, and "I/O" is a
+ * port write.  On arm64 they run at EL1 with the MMU off: "I/O" and "MMIO"
+ * are both stores outside every slot (two addresses, told apart by the run
+ * loop), a program ends with PSCI SYSTEM_OFF (hvc #0, KVM_EXIT_SYSTEM_EVENT)
+ * where x86 ends with HLT, and every exception vector stores to a third
+ * address, so a guest fault is an exit the run loop reports instead of a
+ * vCPU that KVM re-enters forever.
  */
 #ifndef KVMSTATS_TEST_KVM_UTIL_H
 #define KVMSTATS_TEST_KVM_UTIL_H
@@ -26,18 +32,51 @@
 #include "tap.h"
 
 #define GUEST_MEM_SIZE 0x10000 /* one slot, guest physical 0..64K */
-#define GUEST_CODE     0x1000  /* CS:IP = 0000:1000 */
-#define GUEST_MMIO_SEG 0x2000  /* DS base 0x20000: not backed */
-#define GUEST_IO_PORT  0x10
+#define GUEST_CODE     0x1000  /* x86: CS:IP = 0000:1000 */
 #define VM_MAX_VCPUS   16
+#if defined(__x86_64__)
+#define GUEST_MMIO_SEG 0x2000 /* DS base 0x20000: not backed */
+#define GUEST_IO_PORT  0x10
+#elif defined(__aarch64__)
+#define GUEST_VECTORS	 0x800	    /* VBAR_EL1: 16 entries of 0x80 bytes */
+#define GUEST_IO_ADDR	 0x10000000 /* outside the slot: the "I/O" stores */
+#define GUEST_MMIO_ADDR	 0x20000000 /* outside the slot: the MMIO stores */
+#define GUEST_FAULT_ADDR 0x30000000 /* stored to by every exception vector */
+#else
+#error "the test guests know x86-64 and arm64 only"
+#endif
 
+/*
+ * The vCPU statistics the guest programs move, by architecture:
+ * STAT_IO_EXITS counts GUEST_IO_COUNT's and GUEST_IO_LOOP's exits,
+ * STAT_MMIO_EXITS GUEST_MMIO_COUNT's, STAT_END_EXITS one per program end
+ * (each GUEST_HLT, and the end of the counting programs).  On arm64 the
+ * first two are the same statistic (STAT_IO_IS_MMIO): both are stores that
+ * KVM hands to userspace.
+ */
+#if defined(__x86_64__)
+#define STAT_IO_EXITS	"io_exits"
+#define STAT_MMIO_EXITS "mmio_exits"
+#define STAT_END_EXITS	"halt_exits"
+#define STAT_IO_IS_MMIO 0
+#define GUEST_END_NAME	"HLT"
+#else
+#define STAT_IO_EXITS	"mmio_exit_user"
+#define STAT_MMIO_EXITS "mmio_exit_user"
+#define STAT_END_EXITS	"hvc_exit_stat"
+#define STAT_IO_IS_MMIO 1
+#define GUEST_END_NAME	"PSCI SYSTEM_OFF"
+#endif
+
+/* "end" is HLT on x86, PSCI SYSTEM_OFF on arm64. */
 enum guest_prog {
-	GUEST_HLT,	  /* hlt */
-	GUEST_IO_LOOP,	  /* 1: out %al,$0x10; jmp 1b */
-	GUEST_IO_COUNT,	  /* mov $n,%cx; 1: out; dec %cx; jnz 1b; hlt */
-	GUEST_MMIO_COUNT, /* n stores to DS:0, then hlt */
+	GUEST_HLT,	  /* end */
+	GUEST_IO_LOOP,	  /* 1: out %al,$0x10 (str w0,[IO]); jmp 1b */
+	GUEST_IO_COUNT,	  /* n port writes (stores to IO), then end */
+	GUEST_MMIO_COUNT, /* n stores to DS:0 (to MMIO), then end */
 	GUEST_SPIN,	  /* 1: jmp 1b */
-	GUEST_CLI_HLT,	  /* cli; 1: hlt; jmp 1b (irqchip VMs: blocks in KVM) */
+	GUEST_CLI_HLT,	  /* cli; 1: hlt; jmp 1b (arm64: PSCI CPU_SUSPEND
+			   * loop): blocks in KVM (irqchip VMs on x86) */
 };
 
 struct vcpu {
@@ -88,7 +127,8 @@ void vm_free(struct vm *vm); /* closes every fd, frees memory */
 struct vm *vm_create(int nr_vcpus, const int *ids);
 struct vcpu *vm_add_vcpu(struct vm *vm, int id);
 void vcpu_load_prog(struct vcpu *vcpu, enum guest_prog prog, unsigned int n);
-/* KVM_RUN until HLT; counts IO/MMIO exits; fails on anything else. */
+/* KVM_RUN until the program's end; counts IO/MMIO exits; fails on
+ * anything else. */
 void vcpu_run_to_hlt(struct vcpu *vcpu);
 int vm_get_stats_fd(struct vm *vm);
 int vcpu_get_stats_fd(struct vcpu *vcpu);
@@ -107,12 +147,17 @@ void vcpu_thread_stop(struct vcpu *vcpu);
 void vcpu_thread_wait_running(struct vcpu *vcpu);
 
 /*
- * VMs with an in-kernel irqchip (PIC, IOAPIC and local APICs; created with
- * KVM_CREATE_IRQCHIP before the vCPUs, which are all set runnable): a HLT
- * no longer exits to userspace but blocks the vCPU thread in the kernel
- * (kvm_vcpu_halt -> kvm_vcpu_block), which is what fills halt_wait_ns and
- * halt_wait_hist.  With interrupts disabled nothing but a signal wakes it:
- * KVM_RUN then returns EINTR, and the next KVM_RUN blocks again.
+ * VMs whose vCPUs halt in the kernel.  On x86 that takes an in-kernel
+ * irqchip (PIC, IOAPIC and local APICs; created with KVM_CREATE_IRQCHIP
+ * before the vCPUs, which are all set runnable): a HLT no longer exits to
+ * userspace but blocks the vCPU thread in the kernel (kvm_vcpu_halt ->
+ * kvm_vcpu_block), which is what fills halt_wait_ns and halt_wait_hist.
+ * With interrupts disabled nothing but a signal wakes it: KVM_RUN then
+ * returns EINTR, and the next KVM_RUN blocks again.  On arm64 the VM needs
+ * no irqchip: the guest's PSCI CPU_SUSPEND blocks in the kernel
+ * (kvm_vcpu_wfi -> kvm_vcpu_halt) with every interrupt masked; after a
+ * signal's EINTR the next KVM_RUN resumes after the HVC, whose loop makes
+ * (and counts, hvc_exit_stat) the next.
  */
 int __vm_create_irqchip(struct vm **out);
 struct vm *vm_create_irqchip(int nr_vcpus);
