@@ -11,6 +11,12 @@
  *   sample  io_exits of that vCPU now
  *   stop    stop it; io_exits now, and the halt_wait_hist buckets of the
  *           "halt" VM's vCPU 0 (frozen since before the exporter started)
+ *   steal-start  pin this process's and the exporter's threads to CPU 0,
+ *           run the "steal" VM's vCPU in a thread pinned to CPU 1 and a
+ *           competitor process spinning on CPU 1 (issue 19)
+ *   steal-sample the competitor's time on a CPU and the vCPU thread's
+ *           time on a CPU and waiting for one, from /proc, now
+ *   steal-stop   end both
  *   quit    stop the exporter (its exit status is in the answer) and exit
  *
  * Runs until quit, or gives up after KVMSTATS_TEST_TIMEOUT - 10 seconds.
@@ -18,7 +24,9 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <dirent.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,6 +62,115 @@ static void vm_json(FILE *f, const char *name, struct vm *vm, int sfd,
 		name, vm->fd, vm->nr_vcpus, vm_id, stats_id(&blob), sep);
 }
 
+/* ---- the steal scenario: a vCPU that waits for a competitor ---- */
+
+static struct vcpu *steal_vcpu;
+static pthread_t steal_th;
+static volatile pid_t steal_tid;
+static volatile int steal_stop;
+static pid_t steal_comp = -1;
+
+static void pin(pid_t tid, int cpu)
+{
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	sched_setaffinity(tid, sizeof(set), &set);
+}
+
+/* Every thread of process @pid onto CPU @cpu. */
+static void pin_process(pid_t pid, int cpu)
+{
+	char path[64];
+	struct dirent *e;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", pid);
+	d = opendir(path);
+	while (d && (e = readdir(d)))
+		if (e->d_name[0] != '.')
+			pin(atoi(e->d_name), cpu);
+	if (d)
+		closedir(d);
+}
+
+static void on_kick(int sig)
+{
+	(void)sig;
+}
+
+static void *steal_fn(void *arg)
+{
+	(void)arg;
+	pin(0, 1);
+	steal_tid = sys_gettid();
+	while (!steal_stop) {
+		int r = __vcpu_run(steal_vcpu);
+
+		if (r < 0 && r != -EINTR)
+			break;
+	}
+	return NULL;
+}
+
+/* /proc/@pid/task/@tid/schedstat's time on a CPU and waiting, ns. */
+static void schedstat(pid_t pid, pid_t tid, unsigned long long *cpu,
+		      unsigned long long *wait)
+{
+	char path[96];
+	FILE *f;
+
+	*cpu = *wait = 0;
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/schedstat", pid, tid);
+	f = fopen(path, "re");
+	if (!f || fscanf(f, "%llu %llu", cpu, wait) != 2)
+		tap_diag("cannot read %s", path);
+	if (f)
+		fclose(f);
+}
+
+static void steal_start(pid_t exporter)
+{
+	struct sigaction sa = { .sa_handler = on_kick };
+
+	sigaction(SIGUSR2, &sa, NULL);
+	pin_process(getpid(), 0);
+	pin_process(exporter, 0);
+	steal_stop = 0;
+	if (pthread_create(&steal_th, NULL, steal_fn, NULL))
+		tap_bail("pthread_create failed");
+	steal_comp = fork();
+	if (steal_comp == 0) {
+		int fd;
+
+		/* Not the control connection: its answer ends at its close. */
+		for (fd = 3; fd < 1024; fd++)
+			close(fd);
+		pin(0, 1);
+		for (;;)
+			;
+	}
+	while (!steal_tid)
+		msleep(1);
+}
+
+static void steal_end(void)
+{
+	if (steal_comp > 0) {
+		kill(steal_comp, SIGKILL);
+		waitpid(steal_comp, NULL, 0);
+		steal_comp = -1;
+	}
+	if (!steal_tid)
+		return;
+	steal_stop = 1;
+	steal_vcpu->run->immediate_exit = 1;
+	pthread_kill(steal_th, SIGUSR2);
+	pthread_join(steal_th, NULL);
+	steal_tid = 0;
+}
+
 static pid_t start_exporter(void)
 {
 	pid_t p = fork();
@@ -79,8 +196,8 @@ int main(void)
 	int budget = (t ? atoi(t) : 240) - 10;
 	struct sockaddr_in a = { .sin_family = AF_INET,
 				 .sin_port = htons(CONTROL_PORT) };
-	struct vm *io, *halt, *two;
-	int io_fd, halt_fd, two_fd, ls, one = 1, i, st;
+	struct vm *io, *halt, *two, *steal;
+	int io_fd, halt_fd, two_fd, steal_fd, ls, one = 1, i, st;
 	uint64_t deadline;
 	pid_t exporter;
 
@@ -102,6 +219,11 @@ int main(void)
 	two = vm_create(2, NULL);
 	vm_run_all_to_hlt(two, GUEST_IO_COUNT, 100);
 	two_fd = vcpu_get_stats_fd(two->vcpus[0]);
+	/* "steal": one vCPU that spins once the host says steal-start. */
+	steal = vm_create(1, NULL);
+	vcpu_load_prog(steal->vcpus[0], GUEST_SPIN, 0);
+	steal_fd = vcpu_get_stats_fd(steal->vcpus[0]);
+	steal_vcpu = steal->vcpus[0];
 
 	exporter = start_exporter();
 	ls = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -141,7 +263,8 @@ int main(void)
 			fprintf(f, "{\"pid\":%d,", getpid());
 			vm_json(f, "io", io, io_fd, ",");
 			vm_json(f, "halt", halt, halt_fd, ",");
-			vm_json(f, "two", two, two_fd, "}\n");
+			vm_json(f, "two", two, two_fd, ",");
+			vm_json(f, "steal", steal, steal_fd, "}\n");
 		} else if (!strcmp(cmd, "start")) {
 			vcpu_thread_start(io->vcpus[0]);
 			vcpu_thread_wait_running(io->vcpus[0]);
@@ -170,6 +293,23 @@ int main(void)
 					(unsigned long long)stats_value(
 						&blob, "halt_wait_hist", b));
 			fprintf(f, "]}}\n");
+		} else if (!strcmp(cmd, "steal-start")) {
+			steal_start(exporter);
+			fprintf(f, "{\"tid\":%d,\"competitor\":%d}\n",
+				steal_tid, steal_comp);
+		} else if (!strcmp(cmd, "steal-sample")) {
+			unsigned long long cc, cw, vc, vw;
+			uint64_t t0 = now_ns();
+
+			schedstat(steal_comp, steal_comp, &cc, &cw);
+			schedstat(getpid(), steal_tid, &vc, &vw);
+			fprintf(f,
+				"{\"guest_ns\":%llu,\"competitor_cpu_ns\":%llu,\"vcpu_cpu_ns\":%llu,\"vcpu_wait_ns\":%llu}\n",
+				(unsigned long long)((t0 + now_ns()) / 2), cc,
+				vc, vw);
+		} else if (!strcmp(cmd, "steal-stop")) {
+			steal_end();
+			fprintf(f, "{}\n");
 		} else if (!strcmp(cmd, "quit")) {
 			kill(exporter, SIGTERM);
 			waitpid(exporter, &st, 0);
@@ -189,6 +329,9 @@ int main(void)
 	close(io_fd);
 	close(halt_fd);
 	close(two_fd);
+	steal_end();
+	close(steal_fd);
+	vm_free(steal);
 	vm_free(two);
 	vm_free(halt);
 	vm_free(io);
