@@ -19,8 +19,13 @@ cat > "$b/payload/usr/bin/demo" <<'DEMO'
 demo-vmm -name guest=web1,debug-threads=on -smp 2 &
 demo-vmm -name db -smp 1 &
 sleep 3
+# Both VMMs' threads on CPU 0: their looping vCPUs wait for each other.
+for p in $(pidof demo-vmm); do taskset -a -p 1 "$p" > /dev/null; done
+sleep 1
 run() { echo "\$ $*"; "$@"; echo; }
 run kvmstats list
+run kvmstats top --batch -n 1 -d 2 --per vcpu -s wait -f '^exits$'
+run kvmstats show web1 --vcpu all -f '^thread$'
 run kvmstats schema --vcpu -f '^(exits|io_exits|halt_wait_ns|halt_wait_hist|blocking)$'
 run kvmstats schema --vm --json -f '^(pages_4k|max_mmu_rmap_size)$'
 run kvmstats show web1 -f '^(remote_tlb_flush|pages_4k|max_mmu_rmap_size)$'

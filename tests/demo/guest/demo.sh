@@ -27,6 +27,10 @@ if pidof qemu-system-x86_64 > /dev/null; then
 fi
 sleep 2
 step kvmstats list
+# Nine vCPUs on the guest's two CPUs: which got a CPU, and which waited
+# for one (the steal their guests see).
+step kvmstats top --batch -d 2 -n 1 --per vcpu -s wait -f '^exits$'
+step kvmstats show seabios-demo --vcpu all -f '^thread$'
 pid=$(pidof samplevm | tr ' ' '\n' | sort -n | head -n 1)
 step kvmstats show "$pid" --vcpu all -f '^(exits|io_exits|halt_exits|blocking)$'
 step kvmstats show seabios-demo -a -f '^(exits|io_exits|halt_exits|halt_wakeup|pf_taken)$'
