@@ -8,6 +8,8 @@
 #   make dkms-uninstall            remove every DKMS build and the tree again
 #   make deb                       Debian packages -> build/deb/*.deb
 #   make deb-dkms                  only kvmstats-dkms (arch: all) -> build/deb/
+#   make deb-arm64                 the tool's and library's packages for arm64,
+#                                  cross-built (packaging/deb-cross) -> build/deb/
 #   make demo                      boot the 6.12 guest, run sample VMs, show the tool
 #   make demo-shell                the same guest, left at a shell
 #
@@ -25,7 +27,7 @@ DKMS_DEST ?= $(BUILD)/dkms/kvmstats-$(KVMSTATS_VERSION)
 # Kernels dkms-install builds for: every one with headers, unless given.
 DKMS_KERNELS ?= $(notdir $(wildcard /lib/modules/*))
 
-.PHONY: dkms-tree dkms-install dkms-uninstall deb deb-dkms deb-clean demo demo-shell demo-payload
+.PHONY: dkms-tree dkms-install dkms-uninstall deb deb-dkms deb-arm64 deb-clean demo demo-shell demo-payload
 
 dkms-tree:
 	@rm -rf $(DKMS_DEST)
@@ -79,6 +81,9 @@ DEB_PARTS ?= -b
 
 deb-dkms:
 	@$(MAKE) --no-print-directory deb DEB_PARTS=-A
+
+deb-arm64:
+	@packaging/deb-cross arm64
 
 deb:
 	@command -v dpkg-buildpackage > /dev/null && command -v dh_dkms > /dev/null || { \
