@@ -60,12 +60,16 @@
 #define STAT_END_EXITS	"halt_exits"
 #define STAT_IO_IS_MMIO 0
 #define GUEST_END_NAME	"HLT"
+/* A halting vCPU stays halted across wakes (HLT, STAT_END_EXITS once). */
+#define GUEST_HALT_REENTERS 0
 #else
-#define STAT_IO_EXITS	"mmio_exit_user"
-#define STAT_MMIO_EXITS "mmio_exit_user"
-#define STAT_END_EXITS	"hvc_exit_stat"
-#define STAT_IO_IS_MMIO 1
-#define GUEST_END_NAME	"PSCI SYSTEM_OFF"
+#define STAT_IO_EXITS	    "mmio_exit_user"
+#define STAT_MMIO_EXITS	    "mmio_exit_user"
+#define STAT_END_EXITS	    "hvc_exit_stat"
+#define STAT_IO_IS_MMIO	    1
+#define GUEST_END_NAME	    "PSCI SYSTEM_OFF"
+/* A halting vCPU suspends again after each wake (one more HVC). */
+#define GUEST_HALT_REENTERS 1
 #endif
 
 /* "end" is HLT on x86, PSCI SYSTEM_OFF on arm64. */

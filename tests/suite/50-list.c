@@ -252,8 +252,8 @@ int main(void)
 	list_now(&l);
 	tap_eq(count_pid(&l, c2.info.pid), 0,
 	       "the exited child's VM is no longer listed");
-	tap_eq(stats_read_stat(ours_c2, "io_exits"), 17,
-	       "its stats fd still reads (io_exits 17)");
+	tap_eq(stats_read_stat(ours_c2, STAT_IO_EXITS), 17,
+	       "its stats fd still reads (" STAT_IO_EXITS " 17)");
 	close(ours_c2);
 
 	/* A VM whose creator exited, held by its VM fd in our process. */

@@ -449,11 +449,12 @@ static void check_exit_window(void)
 		  count_vm(vms, n, p, vmfd));
 	free(vms);
 	if (fd >= 0) {
-		a = stats_read_stat(fd, "io_exits");
-		b = stats_wait_above(fd, "io_exits", a, 5000);
+		a = stats_read_stat(fd, STAT_IO_EXITS);
+		b = stats_wait_above(fd, STAT_IO_EXITS, a, 5000);
 		tap_check(
 			b > a,
-			"leader gone: the VM still runs and is read live (io_exits %llu -> %llu)",
+			"leader gone: the VM still runs and is read live (" STAT_IO_EXITS
+			" %llu -> %llu)",
 			(unsigned long long)a, (unsigned long long)b);
 		close(fd);
 	}

@@ -186,15 +186,15 @@ int main(void)
 		memcpy(&blob.data, bufs[2 * (i * 3 + 1)],
 		       ops[2 * (i * 3 + 1)].result);
 		blob.size = ops[2 * (i * 3 + 1)].result;
-		v = stats_value(&blob, "io_exits", 0);
+		v = stats_value(&blob, STAT_IO_EXITS, 0);
 		if (v != (uint64_t)(10 + i)) {
-			tap_diag(
-				"VM %d vCPU 0: io_exits %llu in the batch buffer",
-				i, (unsigned long long)v);
+			tap_diag("VM %d vCPU 0: " STAT_IO_EXITS
+				 " %llu in the batch buffer",
+				 i, (unsigned long long)v);
 			ok = false;
 		}
 	}
-	tap_check(ok, "batch buffers carry each guest's exact io_exits");
+	tap_check(ok, "batch buffers carry each guest's exact " STAT_IO_EXITS);
 
 	/* The batch does not move the file offset (pread semantics). */
 	tap_eq(read(fds[0], small, 24), 24,

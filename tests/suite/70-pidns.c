@@ -173,8 +173,8 @@ int main(void)
 		expect, stats_id(&blob));
 	close(ours);
 	ours = kvmstats_get_stats_fd(dev, gc, rep.vm_fd, 1);
-	tap_eq(stats_read_stat(ours, "io_exits"), IO_EXITS,
-	       "parent: its vCPU 1 via the host pid shows io_exits %d",
+	tap_eq(stats_read_stat(ours, STAT_IO_EXITS), IO_EXITS,
+	       "parent: its vCPU 1 via the host pid shows " STAT_IO_EXITS " %d",
 	       IO_EXITS);
 	stats_read_all(ours, &blob, "grandchild vCPU");
 	snprintf(expect, sizeof(expect), "kvm-%d/vcpu-1", gc);

@@ -487,17 +487,18 @@ static void check_values(struct vm *vm, int nfd, const char *what, bool hists,
 	}
 	{
 		/* --per vm: the vCPU statistics summed over the VM's vCPU(s). */
-		uint64_t v = stats_value(&native, "io_exits", 0);
+		uint64_t v = stats_value(&native, STAT_IO_EXITS, 0);
 
-		rc = run(TOOL " export --per vm -f '^io_exits$'");
-		snprintf(
-			line, sizeof(line),
-			"\nkvm_vcpu_io_exits_total{pid=\"%d\",fd=\"%d\"} %llu\n",
-			getpid(), vm->fd, (unsigned long long)v);
-		tap_check(
-			rc == 0 && strstr(out, line) && !strstr(out, "vcpu=\""),
-			"%s: export --per vm: io_exits of the VM's vCPU summed, no vcpu label (%llu)",
-			what, (unsigned long long)v);
+		rc = run(TOOL " export --per vm -f '^" STAT_IO_EXITS "$'");
+		snprintf(line, sizeof(line),
+			 "\nkvm_vcpu_" STAT_IO_EXITS
+			 "_total{pid=\"%d\",fd=\"%d\"} %llu\n",
+			 getpid(), vm->fd, (unsigned long long)v);
+		tap_check(rc == 0 && strstr(out, line) &&
+				  !strstr(out, "vcpu=\""),
+			  "%s: export --per vm: " STAT_IO_EXITS
+			  " of the VM's vCPU summed, no vcpu label (%llu)",
+			  what, (unsigned long long)v);
 	}
 	if (!save) {
 		free(export_out);
@@ -544,21 +545,23 @@ static void check_top(struct vm *halted, struct vm *running)
 	int rc;
 
 	snprintf(cmd, sizeof(cmd),
-		 TOOL " top --batch -n 2 -d 1 --per vcpu -f '^io_exits$' %d",
+		 TOOL " top --batch -n 2 -d 1 --per vcpu -f '^" STAT_IO_EXITS
+		      "$' %d",
 		 getpid());
 	rc = run(cmd);
 	tap_eq(rc, 0, "top --batch -n 2 exits 0");
 	snprintf(obj, sizeof(obj), "%d:%d/0", getpid(), running->fd);
-	found = top_rate(out, obj, "io_exits", &rate);
-	tap_check(
-		found && rate > 0,
-		"top --batch: the running vCPU's io_exits rate is above 0 (%.1f/s)",
-		rate);
+	found = top_rate(out, obj, STAT_IO_EXITS, &rate);
+	tap_check(found && rate > 0,
+		  "top --batch: the running vCPU's " STAT_IO_EXITS
+		  " rate is above 0 (%.1f/s)",
+		  rate);
 	rate = -1;
 	snprintf(obj, sizeof(obj), "%d:%d/0", getpid(), halted->fd);
-	found = top_rate(out, obj, "io_exits", &rate);
+	found = top_rate(out, obj, STAT_IO_EXITS, &rate);
 	tap_check(found && rate == 0,
-		  "top --batch: the halted vCPU's io_exits rate is 0 (%.1f/s)",
+		  "top --batch: the halted vCPU's " STAT_IO_EXITS
+		  " rate is 0 (%.1f/s)",
 		  rate);
 	if (tap_failures())
 		tap_diag("top output:\n%s", out);
@@ -567,27 +570,28 @@ static void check_top(struct vm *halted, struct vm *running)
 	 * The host view (the default) of this process's two VMs: one row of
 	 * io_exits, their sum, moving with the running vCPU.
 	 */
-	snprintf(cmd, sizeof(cmd), TOOL " top -1 -d 1 -p %d -f '^io_exits$'",
-		 getpid());
+	snprintf(cmd, sizeof(cmd),
+		 TOOL " top -1 -d 1 -p %d -f '^" STAT_IO_EXITS "$'", getpid());
 	rc = run(cmd);
 	{
 		unsigned long long total = 0;
 		const char *row = strstr(out, "\nio_exits ");
 
 		rate = -1;
-		found = row &&
-			sscanf(row, " io_exits %llu %lf", &total, &rate) == 2;
+		found = row && sscanf(row, " " STAT_IO_EXITS " %llu %lf",
+				      &total, &rate) == 2;
 		tap_check(
 			rc == 0 && found && rate > 0 &&
 				total > GUEST_IO_COUNT &&
 				strstr(out, " VMs 2 exited 0 view host "),
-			"top -1 -p PID: the host view sums both VMs' io_exits (%llu, %.1f/s)",
+			"top -1 -p PID: the host view sums both VMs' " STAT_IO_EXITS
+			" (%llu, %.1f/s)",
 			total, rate);
 	}
 	/* kvm_stat's log: the events of each interval. */
 	snprintf(cmd, sizeof(cmd),
-		 TOOL
-		 " top -l -n 2 -d 0.5 -p %d:%d -f '^(io_exits|halt_exits)$'",
+		 TOOL " top -l -n 2 -d 0.5 -p %d:%d -f '^(" STAT_IO_EXITS
+		      "|" STAT_END_EXITS ")$'",
 		 getpid(), running->fd);
 	rc = run(cmd);
 	{
@@ -599,11 +603,11 @@ static void check_top(struct vm *halted, struct vm *running)
 			if (sscanf(p + 1, "%*s %*s %lld %lld", &halts[k],
 				   &io[k]) != 2)
 				break;
-		tap_check(
-			rc == 0 && !strncmp(out, "time ", 5) && io[0] > 0 &&
-				io[1] > 0 && halts[0] == 0 && halts[1] == 0,
-			"top -l: the running vCPU's io_exits in each interval (%lld, %lld), no halts",
-			io[0], io[1]);
+		tap_check(rc == 0 && !strncmp(out, "time ", 5) && io[0] > 0 &&
+				  io[1] > 0 && halts[0] == 0 && halts[1] == 0,
+			  "top -l: the running vCPU's " STAT_IO_EXITS
+			  " in each interval (%lld, %lld), no halts",
+			  io[0], io[1]);
 	}
 	if (tap_failures())
 		tap_diag("top output:\n%s", out);

@@ -41,7 +41,7 @@ static void no_probing(int dev)
 	int p[2], r;
 
 	r = __kvmstats_get_stats_fd(dev, root_pid, root_vm_fd, 0);
-	tap_check(r >= 0 && stats_read_stat(r, "io_exits") == IO_EXITS,
+	tap_check(r >= 0 && stats_read_stat(r, STAT_IO_EXITS) == IO_EXITS,
 		  "as nobody with the device: root's VM is readable (%s)",
 		  r >= 0 ? "ok" : strerror(-r));
 	if (r >= 0)
@@ -88,8 +88,9 @@ static int unprivileged(int inherited, int sock)
 	if (fd >= 0)
 		close(fd);
 
-	tap_eq(stats_read_stat(inherited, "io_exits"), IO_EXITS,
-	       "as nobody: the stats fd inherited from root reads io_exits %d",
+	tap_eq(stats_read_stat(inherited, STAT_IO_EXITS), IO_EXITS,
+	       "as nobody: the stats fd inherited from root reads " STAT_IO_EXITS
+	       " %d",
 	       IO_EXITS);
 
 	/* Tell root we dropped privileges, then receive a fresh stats fd. */
@@ -107,8 +108,9 @@ static int unprivileged(int inherited, int sock)
 		no_probing(got[1]);
 		close(got[1]);
 	}
-	tap_eq(stats_read_stat(received, "io_exits"), IO_EXITS,
-	       "as nobody: a stats fd received over SCM_RIGHTS reads io_exits %d",
+	tap_eq(stats_read_stat(received, STAT_IO_EXITS), IO_EXITS,
+	       "as nobody: a stats fd received over SCM_RIGHTS reads " STAT_IO_EXITS
+	       " %d",
 	       IO_EXITS);
 	stats_read_all(inherited, &a, "inherited");
 	stats_read_all(received, &b, "received");

@@ -57,8 +57,8 @@ static void check_own_vm_closed(int dev)
 	native_vcpu = vcpu_get_stats_fd(vm->vcpus[0]);
 	vm_free(vm); /* closes the VM, vCPU and /dev/kvm fds */
 
-	tap_eq(stats_read_stat(ours_vcpu, "io_exits"), 77,
-	       "own VM closed: vCPU stats fd still reads io_exits 77");
+	tap_eq(stats_read_stat(ours_vcpu, STAT_IO_EXITS), 77,
+	       "own VM closed: vCPU stats fd still reads " STAT_IO_EXITS " 77");
 	stats_fds_identical(ours_vm, native_vm,
 			    "own VM closed: VM file identical to native");
 	stats_fds_identical(ours_vcpu, native_vcpu,
@@ -88,8 +88,10 @@ static void check_vmm_exit(int dev)
 		  "before the VMM exits: VM file identical to its native fd");
 	tap_eq(child_vmm_exit(&c), 0, "child VMM exited normally");
 	for (i = 0; i < NR_VCPUS; i++)
-		tap_eq(stats_read_stat(ours[i + 1], "io_exits"), 31,
-		       "after the VMM exited: vCPU %d reads io_exits 31", i);
+		tap_eq(stats_read_stat(ours[i + 1], STAT_IO_EXITS), 31,
+		       "after the VMM exited: vCPU %d reads " STAT_IO_EXITS
+		       " 31",
+		       i);
 	stats_read_all(ours[0], &after, "VM stats");
 	tap_check(stats_blob_equal(&before, &after, "after the exit"),
 		  "after the VMM exited: VM file still reads what it (and "
@@ -143,8 +145,8 @@ static void check_sole_holder(int dev)
 	tap_check(n == 1, "and KVM destroyed it (uevent EVENT=destroy PID=%d)",
 		  c.info.vm_creator_tid);
 	close(uev);
-	tap_eq(stats_value(&snap[1], "io_exits", 0), 57,
-	       "the dead VMM's vCPU 0 read io_exits 57");
+	tap_eq(stats_value(&snap[1], STAT_IO_EXITS, 0), 57,
+	       "the dead VMM's vCPU 0 read " STAT_IO_EXITS " 57");
 
 	for (i = 0; i < 20; i++) {
 		struct vm *vm = vm_create(2, NULL);
@@ -173,7 +175,7 @@ struct reader {
 
 static uint64_t io_exits_of(const struct stats_blob *b)
 {
-	return stats_value(b, "io_exits", 0);
+	return stats_value(b, STAT_IO_EXITS, 0);
 }
 
 static void *reader_fn(void *arg)
@@ -242,9 +244,10 @@ static void check_sigkill(int dev)
 	}
 
 	msleep(200);
-	a = stats_read_stat(ours[1], "io_exits");
-	b = stats_wait_above(ours[1], "io_exits", a, 5000);
-	tap_check(b > a, "while the VMM runs: io_exits grows (%llu -> %llu)",
+	a = stats_read_stat(ours[1], STAT_IO_EXITS);
+	b = stats_wait_above(ours[1], STAT_IO_EXITS, a, 5000);
+	tap_check(b > a,
+		  "while the VMM runs: " STAT_IO_EXITS " grows (%llu -> %llu)",
 		  (unsigned long long)a, (unsigned long long)b);
 
 	/* The guest's OUT loop touches no memory: VM stats stand still. */
@@ -257,9 +260,9 @@ static void check_sigkill(int dev)
 	dead = 1;
 	close(c.sock);
 	msleep(300);
-	x = stats_read_stat(ours[1], "io_exits");
+	x = stats_read_stat(ours[1], STAT_IO_EXITS);
 	msleep(300);
-	y = stats_read_stat(ours[1], "io_exits");
+	y = stats_read_stat(ours[1], STAT_IO_EXITS);
 	stop = 1;
 	for (i = 0; i < NR_READERS; i++) {
 		pthread_join(readers[i].thread, NULL);
@@ -276,9 +279,9 @@ static void check_sigkill(int dev)
 	tap_check(after > 0,
 		  "readers kept reading after the VMM died (%lu reads)", after);
 	/* A torn u64 copy is allowed (no snapshot), so only report it. */
-	tap_diag("readers saw io_exits go backwards %lu times", back);
+	tap_diag("readers saw " STAT_IO_EXITS " go backwards %lu times", back);
 	tap_check(x == y && x >= b,
-		  "after SIGKILL io_exits is frozen (%llu, %llu)",
+		  "after SIGKILL " STAT_IO_EXITS " is frozen (%llu, %llu)",
 		  (unsigned long long)x, (unsigned long long)y);
 	for (i = 0; i < NR_VCPUS; i++) {
 		char what[96];

@@ -506,10 +506,10 @@ static void check_two_vms(void)
 			 j);
 		files_vs_native(&f[j], v.vm[j].native, what);
 		for (i = 1; i < f[j].nr; i++)
-			tap_eq(stats_value(&f[j].a[i], "io_exits", 0),
+			tap_eq(stats_value(&f[j].a[i], STAT_IO_EXITS, 0),
 			       (j ? 31 : 11) + i - 1,
-			       "two VMs: VM %d vCPU %d: io_exits %d", j, i - 1,
-			       (j ? 31 : 11) + i - 1);
+			       "two VMs: VM %d vCPU %d: " STAT_IO_EXITS " %d",
+			       j, i - 1, (j ? 31 : 11) + i - 1);
 		fz_close_copies(&v.vm[j]);
 	}
 	fz_kill(&v);
@@ -540,18 +540,19 @@ static void check_never_frozen_alive(void)
 	fz_close_copies(vm);
 	fz_cmd(&v, FZ_IO_LOOP, 0, 0);
 
-	x = stats_read_stat(f.fd[1], "io_exits");
-	y = stats_wait_above(f.fd[1], "io_exits", x, 5000);
-	tap_check(y > x, "live VMM: io_exits grows (%llu -> %llu)",
+	x = stats_read_stat(f.fd[1], STAT_IO_EXITS);
+	y = stats_wait_above(f.fd[1], STAT_IO_EXITS, x, 5000);
+	tap_check(y > x, "live VMM: " STAT_IO_EXITS " grows (%llu -> %llu)",
 		  (unsigned long long)x, (unsigned long long)y);
 
 	st = fz_cmd(&v, FZ_FORK, 0, 0);
 	tap_check(WIFEXITED(st) && !WEXITSTATUS(st),
 		  "the VMM forked a child, which exited (status %#x)", st);
-	x = stats_read_stat(f.fd[1], "io_exits");
-	z = stats_wait_above(f.fd[1], "io_exits", x, 5000);
+	x = stats_read_stat(f.fd[1], STAT_IO_EXITS);
+	z = stats_wait_above(f.fd[1], STAT_IO_EXITS, x, 5000);
 	tap_check(z > x && x >= y,
-		  "after its forked child exited: io_exits keeps growing "
+		  "after its forked child exited: " STAT_IO_EXITS
+		  " keeps growing "
 		  "(%llu -> %llu)",
 		  (unsigned long long)x, (unsigned long long)z);
 
@@ -559,10 +560,11 @@ static void check_never_frozen_alive(void)
 	tap_check(WIFEXITED(st) && !WEXITSTATUS(st),
 		  "the VMM vforked a child that exec'd and exited (status %#x)",
 		  st);
-	x = stats_read_stat(f.fd[2], "io_exits");
-	y = stats_wait_above(f.fd[2], "io_exits", x, 5000);
+	x = stats_read_stat(f.fd[2], STAT_IO_EXITS);
+	y = stats_wait_above(f.fd[2], STAT_IO_EXITS, x, 5000);
 	tap_check(y > x,
-		  "after its vforked child exec'd and exited: io_exits keeps "
+		  "after its vforked child exec'd and exited: " STAT_IO_EXITS
+		  " keeps "
 		  "growing (%llu -> %llu)",
 		  (unsigned long long)x, (unsigned long long)y);
 
@@ -571,10 +573,11 @@ static void check_never_frozen_alive(void)
 		msleep(10);
 	tap_check(s == 'Z', "the VMM's main thread exited (state %c)",
 		  s ? s : '?');
-	x = stats_read_stat(f.fd[1], "io_exits");
-	y = stats_wait_above(f.fd[1], "io_exits", x, 5000);
+	x = stats_read_stat(f.fd[1], STAT_IO_EXITS);
+	y = stats_wait_above(f.fd[1], STAT_IO_EXITS, x, 5000);
 	tap_check(y > x,
-		  "main thread gone, vCPU threads running: io_exits keeps "
+		  "main thread gone, vCPU threads running: " STAT_IO_EXITS
+		  " keeps "
 		  "growing (%llu -> %llu)",
 		  (unsigned long long)x, (unsigned long long)y);
 	tap_eq(kvmstats_live_vms(), base_vms + 1,
@@ -583,9 +586,10 @@ static void check_never_frozen_alive(void)
 	if (tap_check(late >= 0,
 		      "main thread gone: a new vCPU fd can be taken (%s)",
 		      late < 0 ? strerror(-late) : "ok")) {
-		x = stats_read_stat(late, "io_exits");
-		y = stats_wait_above(late, "io_exits", x, 5000);
-		tap_check(y > x, "and its io_exits grows (%llu -> %llu)",
+		x = stats_read_stat(late, STAT_IO_EXITS);
+		y = stats_wait_above(late, STAT_IO_EXITS, x, 5000);
+		tap_check(y > x,
+			  "and its " STAT_IO_EXITS " grows (%llu -> %llu)",
 			  (unsigned long long)x, (unsigned long long)y);
 		tap_eq(kvmstats_live_vms(), base_vms + 1,
 		       "and it joined the VM's reference (live_vms)");
@@ -643,22 +647,24 @@ static void check_clone_vm_sibling(void)
 	sib = fz_cmd(&v, FZ_CLONE_VM, 0, 0);
 	if (sib <= 0)
 		tap_bail("the VMM could not clone(CLONE_VM) a sibling");
-	x = stats_read_stat(f.fd[1], "io_exits");
-	y = stats_wait_above(f.fd[1], "io_exits", x, 5000);
-	tap_check(y > x,
-		  "a clone(CLONE_VM) sibling of the VMM runs its vCPU 0: "
-		  "io_exits grows (%llu -> %llu)",
-		  (unsigned long long)x, (unsigned long long)y);
+	x = stats_read_stat(f.fd[1], STAT_IO_EXITS);
+	y = stats_wait_above(f.fd[1], STAT_IO_EXITS, x, 5000);
+	tap_check(
+		y > x,
+		"a clone(CLONE_VM) sibling of the VMM runs its vCPU 0: " STAT_IO_EXITS
+		" grows (%llu -> %llu)",
+		(unsigned long long)x, (unsigned long long)y);
 	fz_kill(&v);
 	s = proc_state(sib);
 	tap_check(s && s != 'Z',
 		  "the VMM process is SIGKILLed and reaped, "
 		  "its sibling lives on (state %c)",
 		  s ? s : '?');
-	x = stats_read_stat(f.fd[1], "io_exits");
-	y = stats_wait_above(f.fd[1], "io_exits", x, 5000);
+	x = stats_read_stat(f.fd[1], STAT_IO_EXITS);
+	y = stats_wait_above(f.fd[1], STAT_IO_EXITS, x, 5000);
 	tap_check(y > x,
-		  "VMM process dead, address space alive: io_exits keeps "
+		  "VMM process dead, address space alive: " STAT_IO_EXITS
+		  " keeps "
 		  "growing (%llu -> %llu)",
 		  (unsigned long long)x, (unsigned long long)y);
 	tap_eq(kvmstats_live_vms(), base_vms + 1,
@@ -791,8 +797,8 @@ static void check_kill_and_unload(void)
 		files_vs_native(&f, native, "before the death");
 	}
 	for (i = 1; i < 4; i++)
-		tap_eq(stats_value(&f.a[i], "io_exits", 0), 40,
-		       "before the death: vCPU %d io_exits 40", i - 1);
+		tap_eq(stats_value(&f.a[i], STAT_IO_EXITS, 0), 40,
+		       "before the death: vCPU %d " STAT_IO_EXITS " 40", i - 1);
 	tap_diag("snapshot A: VM pages_4k %llu, mmu_shadow_zapped %llu",
 		 (unsigned long long)stats_value(&f.a[0], "pages_4k", 0),
 		 (unsigned long long)stats_value(&f.a[0], "mmu_shadow_zapped",
@@ -839,8 +845,8 @@ static void check_kill_and_unload(void)
 	stats_fds_identical(ours, nat,
 			    "reloaded vendor module: its vCPU 1 file identical "
 			    "to native");
-	tap_eq(stats_read_stat(ours, "io_exits"), 9,
-	       "reloaded vendor module: its vCPU 1 io_exits 9");
+	tap_eq(stats_read_stat(ours, STAT_IO_EXITS), 9,
+	       "reloaded vendor module: its vCPU 1 " STAT_IO_EXITS " 9");
 	tap_eq(kvmstats_live_vms(), base_vms + 1,
 	       "reloaded vendor module: live_vms counts the new VM");
 	files_read_a(&f, 10, "the dead VM's fds, next to a new VM");
@@ -992,10 +998,11 @@ static void check_vmm_lets_go(void)
 
 	/* Longer than two periods of the module's search for such VMs. */
 	msleep(2500);
-	x = stats_read_stat(f.fd[1], "io_exits");
-	y = stats_wait_above(f.fd[1], "io_exits", x, 5000);
+	x = stats_read_stat(f.fd[1], STAT_IO_EXITS);
+	y = stats_wait_above(f.fd[1], STAT_IO_EXITS, x, 5000);
 	tap_check(y > x,
-		  "VM fd closed, vCPU fds open and running: io_exits keeps "
+		  "VM fd closed, vCPU fds open and running: " STAT_IO_EXITS
+		  " keeps "
 		  "growing (%llu -> %llu)",
 		  (unsigned long long)x, (unsigned long long)y);
 	tap_eq(kvmstats_live_vms(), base_vms + 2,
@@ -1017,10 +1024,12 @@ static void check_vmm_lets_go(void)
 	s = proc_state(v.pid);
 	tap_check(s && s != 'Z', "the VMM lives on (state %c)", s ? s : '?');
 
-	x = stats_read_stat(g.fd[1], "io_exits");
+	x = stats_read_stat(g.fd[1], STAT_IO_EXITS);
 	fz_cmd(&v, FZ_IO_LOOP, 1, 0);
-	y = stats_wait_above(g.fd[1], "io_exits", x, 5000);
-	tap_check(y > x, "its other VM is live: io_exits grows (%llu -> %llu)",
+	y = stats_wait_above(g.fd[1], STAT_IO_EXITS, x, 5000);
+	tap_check(y > x,
+		  "its other VM is live: " STAT_IO_EXITS
+		  " grows (%llu -> %llu)",
 		  (unsigned long long)x, (unsigned long long)y);
 
 	fz_kill(&v);

@@ -108,7 +108,7 @@ static void reload_while_running(void)
 	child_vmm_run_io_loop(&c);
 	dev = kvmstats_open();
 	s = kvmstats_get_stats_fd(dev, c.info.pid, c.info.vm_fd, 0);
-	a = stats_read_stat(s, "io_exits");
+	a = stats_read_stat(s, STAT_IO_EXITS);
 	close(s);
 	close(dev);
 
@@ -123,11 +123,12 @@ static void reload_while_running(void)
 		      s < 0 ? strerror(-s) : "ok")) {
 		uint64_t c2;
 
-		b = stats_read_stat(s, "io_exits");
-		c2 = stats_wait_above(s, "io_exits", b, 5000);
+		b = stats_read_stat(s, STAT_IO_EXITS);
+		c2 = stats_wait_above(s, STAT_IO_EXITS, b, 5000);
 		tap_check(
 			c2 > b && b > a,
-			"its io_exits keep growing across the reload (%llu -> %llu -> %llu)",
+			"its " STAT_IO_EXITS
+			" keep growing across the reload (%llu -> %llu -> %llu)",
 			(unsigned long long)a, (unsigned long long)b,
 			(unsigned long long)c2);
 		close(s);

@@ -66,14 +66,14 @@ int main(void)
 		stats_read_all(ours, &a, "ours");
 		stats_read_all(native, &b, "native");
 		bad_vcpu += !stats_blob_equal(&a, &b, "vCPU file");
-		bad_io += stats_value(&a, "io_exits", 0) !=
+		bad_io += stats_value(&a, STAT_IO_EXITS, 0) !=
 			  (uint64_t)(1 + i % 13);
 		close(ours);
 		close(native);
 	}
 	tap_eq(bad_vm, 0, "all %d VM files identical to native", NR_VMS);
 	tap_eq(bad_vcpu, 0, "all %d vCPU files identical to native", NR_VMS);
-	tap_eq(bad_io, 0, "every vCPU shows its guest's exact io_exits");
+	tap_eq(bad_io, 0, "every vCPU shows its guest's exact " STAT_IO_EXITS);
 
 	for (i = 0; i < NR_VMS; i++)
 		vm_free(vm[i]);

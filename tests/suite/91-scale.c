@@ -370,7 +370,7 @@ static void check_files(int dev)
 				continue;
 			}
 			bad_vcpu += !same;
-			v->io_exits[o - 1] = stats_value(&b, "io_exits", 0);
+			v->io_exits[o - 1] = stats_value(&b, STAT_IO_EXITS, 0);
 			v->exits[o - 1] = stats_value(&b, "exits", 0);
 			ran += io_count(g, o - 1) != 0;
 			bad_io += v->io_exits[o - 1] != io_count(g, o - 1);
@@ -383,7 +383,8 @@ static void check_files(int dev)
 	tap_eq(bad_vcpu, 0, "all %d vCPU files byte-identical to native",
 	       NR_VMS * NR_VCPUS);
 	tap_eq(bad_io, 0,
-	       "every vCPU's io_exits is its guest's (%u ran 1..17 port writes, %u never ran: 0)",
+	       "every vCPU's " STAT_IO_EXITS
+	       " is its guest's (%u ran 1..17 port writes, %u never ran: 0)",
 	       ran, NR_VMS * NR_VCPUS - ran);
 }
 
@@ -514,7 +515,7 @@ static void check_tool_show(struct text *t)
 	unsigned long long v;
 	char *pos, *line, name[64];
 
-	rc = run_tool("show --vcpu all -f '^(exits|io_exits)$'", t);
+	rc = run_tool("show --vcpu all -f '^(exits|" STAT_IO_EXITS ")$'", t);
 	clear_seen();
 	pos = t->p;
 	while ((line = lines_next(&pos))) {
@@ -531,7 +532,7 @@ static void check_tool_show(struct text *t)
 			continue;
 		if (!strcmp(name, "exits"))
 			wrong += v != vms[g].exits[c];
-		else if (!strcmp(name, "io_exits"))
+		else if (!strcmp(name, STAT_IO_EXITS))
 			wrong += v != vms[g].io_exits[c];
 	}
 	count_unseen(false, &bad_vms, &bad_vcpus);
@@ -541,7 +542,8 @@ static void check_tool_show(struct text *t)
 		rc);
 	tap_check(
 		!bad_vcpus && !wrong,
-		"kvmstats show --vcpu all: each of the %d vCPUs once, exits and io_exits as native (%u missing or repeated, %u values wrong)",
+		"kvmstats show --vcpu all: each of the %d vCPUs once, exits and " STAT_IO_EXITS
+		" as native (%u missing or repeated, %u values wrong)",
 		NR_VMS * NR_VCPUS, bad_vcpus, wrong);
 }
 
@@ -554,7 +556,9 @@ static void check_tool_top(struct text *t)
 	bool head_ok = false;
 	double rate;
 
-	rc = run_tool("top --batch -n 1 -d 0.1 --per vcpu -f '^io_exits$'", t);
+	rc = run_tool("top --batch -n 1 -d 0.1 --per vcpu -f '^" STAT_IO_EXITS
+		      "$'",
+		      t);
 	clear_seen();
 	pos = t->p;
 	while ((line = lines_next(&pos))) {
@@ -574,7 +578,7 @@ static void check_tool_top(struct text *t)
 		if (g < 0 || c < 0 || c >= NR_VCPUS)
 			continue;
 		vms[g].seen[c]++;
-		wrong += strcmp(name, "io_exits") ||
+		wrong += strcmp(name, STAT_IO_EXITS) ||
 			 total != vms[g].io_exits[c] || rate != 0;
 	}
 	count_unseen(false, &bad_vms, &bad_vcpus);
@@ -588,7 +592,8 @@ static void check_tool_top(struct text *t)
 		host_vms, vms_alive);
 	tap_check(
 		!bad_vcpus && !wrong,
-		"kvmstats top --batch --per vcpu: each of the %d vCPUs once, io_exits as native, rate 0 (%u missing or repeated, %u wrong)",
+		"kvmstats top --batch --per vcpu: each of the %d vCPUs once, " STAT_IO_EXITS
+		" as native, rate 0 (%u missing or repeated, %u wrong)",
 		NR_VMS * NR_VCPUS, bad_vcpus, wrong);
 }
 
@@ -628,7 +633,8 @@ static void parse_prom(struct text *t, struct prom *p)
 			continue;
 		}
 		io = sscanf(line,
-			    "kvm_vcpu_io_exits_total{pid=\"%d\",fd=\"%d\",vcpu=\"%d\"} %llu",
+			    "kvm_vcpu_" STAT_IO_EXITS
+			    "_total{pid=\"%d\",fd=\"%d\",vcpu=\"%d\"} %llu",
 			    &pid, &fd, &c, &v) == 4;
 		if (!io &&
 		    sscanf(line,
@@ -691,7 +697,8 @@ static void check_tool_export(struct text *t)
 	tap_check(
 		!bad_vms && !bad_vcpus && !p.wrong &&
 			p.exits_series == host_vcpus,
-		"kvmstats export: kvm_vm_info once per VM, each of the %d vCPUs once, exits and io_exits as native (%u VMs and %u vCPUs missing or repeated, %u wrong)",
+		"kvmstats export: kvm_vm_info once per VM, each of the %d vCPUs once, exits and " STAT_IO_EXITS
+		" as native (%u VMs and %u vCPUs missing or repeated, %u wrong)",
 		NR_VMS * NR_VCPUS, bad_vms, bad_vcpus, p.wrong);
 }
 
@@ -899,7 +906,7 @@ static void check_kill_during_sweep(void)
 			     "--log.level",
 			     "warn",
 			     "-f",
-			     "^(exits|io_exits)$",
+			     "^(exits|" STAT_IO_EXITS ")$",
 			     NULL };
 	char *top_argv[] = { TOOL,    "top", "--batch", "-d",	   "0.5",
 			     "--per", "vm",  "-f",	"^exits$", NULL };

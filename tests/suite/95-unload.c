@@ -99,8 +99,9 @@ static void vmm_alive(const char *vendor, const char *moddir,
 		tap_diag(
 			"%s unloaded under a live VM: closing the fds may crash",
 			vendor);
-	tap_eq(stats_read_stat(ours_vcpu, "io_exits"), 3,
-	       "VMM alive: the vCPU stats fd still reads io_exits 3 after the "
+	tap_eq(stats_read_stat(ours_vcpu, STAT_IO_EXITS), 3,
+	       "VMM alive: the vCPU stats fd still reads " STAT_IO_EXITS
+	       " 3 after the "
 	       "refusals");
 	stats_read_all(ours_vm, &blob, "VM");
 	tap_check(stats_check_format(&blob, "VM"),
@@ -163,8 +164,8 @@ static void vmm_dead(const char *vendor)
 		  "VMM dead: the VM and vCPU fds still read what they read "
 		  "before the exit (%d differ)",
 		  bad);
-	tap_eq(stats_read_stat(ours[1], "io_exits"), 3,
-	       "VMM dead: the vCPU fd reads io_exits 3");
+	tap_eq(stats_read_stat(ours[1], STAT_IO_EXITS), 3,
+	       "VMM dead: the vCPU fd reads " STAT_IO_EXITS " 3");
 	close(ours[0]);
 	close(ours[1]);
 	r = unload_retry("kvmstats");
@@ -229,8 +230,8 @@ int main(void)
 	stats_fds_identical(
 		ours_vcpu, native,
 		"after reloading: a new VM's vCPU file identical to native");
-	tap_eq(stats_read_stat(ours_vcpu, "io_exits"), 8,
-	       "after reloading: io_exits 8");
+	tap_eq(stats_read_stat(ours_vcpu, STAT_IO_EXITS), 8,
+	       "after reloading: " STAT_IO_EXITS " 8");
 	close(ours_vcpu);
 	close(native);
 	vm_free(vm);
