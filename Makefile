@@ -242,6 +242,9 @@ include $(CURDIR)/packaging/packaging.mk
 #   make check-selftest [KERNEL=6.12]
 #                                   prove the harness fails when it must (hangs,
 #                                   WARNs, panics, missing token, not ok)
+#   make check-arm64-guests         the arm64 kernels with KVM alone: boot, the
+#                                   harness and 05-guest, no kvmstats (which does
+#                                   not build for arm64 yet); .ci/run runs it
 #   make lint                       checkpatch, sparse + W=1 builds, clang-format,
 #                                   shellcheck
 #   make format                     clang-format -i the userspace C that lint checks
@@ -275,6 +278,10 @@ check-shell:
 check-selftest:
 	tests/qemu/deps check
 	KERNEL=$(KERNEL) tests/qemu/selftest/run
+
+check-arm64-guests:
+	KERNELS=arm64 KVMSTATS_MODULE=none KVMSTATS_TESTS=05-guest \
+		KVMSTATS_CHECK_OUT=$(BUILD)/check-arm64 tests/qemu/check
 
 lint:
 	tests/qemu/lint
