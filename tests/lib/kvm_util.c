@@ -475,6 +475,11 @@ static enum guest_exit classify_exit(struct vcpu *vcpu, int reason)
 }
 #endif
 
+bool vcpu_exit_is_end(struct vcpu *vcpu, int reason)
+{
+	return reason >= 0 && classify_exit(vcpu, reason) == EXIT_END;
+}
+
 int __vcpu_load_prog(struct vcpu *vcpu, enum guest_prog prog, unsigned int n)
 {
 #if defined(__x86_64__)

@@ -122,7 +122,9 @@ int __kvm_open(void);
 int __vm_create(struct vm **out);
 int __vm_add_vcpu(struct vm *vm, int id, struct vcpu **out);
 int __vcpu_load_prog(struct vcpu *vcpu, enum guest_prog prog, unsigned int n);
-int __vcpu_run(struct vcpu *vcpu);    /* one KVM_RUN; returns exit_reason */
+int __vcpu_run(struct vcpu *vcpu); /* one KVM_RUN; returns exit_reason */
+/* Is exit_reason @reason of the last KVM_RUN the guest program's end? */
+bool vcpu_exit_is_end(struct vcpu *vcpu, int reason);
 int __vm_get_stats_fd(struct vm *vm); /* native KVM_GET_STATS_FD */
 int __vcpu_get_stats_fd(struct vcpu *vcpu);
 void vm_free(struct vm *vm); /* closes every fd, frees memory */

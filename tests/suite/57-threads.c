@@ -192,7 +192,7 @@ static void *vthread_fn(void *arg)
 		if (v->stop)
 			break;
 		r = __vcpu_run(v->vcpu);
-		if (r == KVM_EXIT_HLT || (r < 0 && r != -EINTR))
+		if (vcpu_exit_is_end(v->vcpu, r) || (r < 0 && r != -EINTR))
 			break;
 	}
 	__atomic_store_n(&v->done, 1, __ATOMIC_SEQ_CST);

@@ -575,7 +575,7 @@ static void check_top(struct vm *halted, struct vm *running)
 	rc = run(cmd);
 	{
 		unsigned long long total = 0;
-		const char *row = strstr(out, "\nio_exits ");
+		const char *row = strstr(out, "\n" STAT_IO_EXITS " ");
 
 		rate = -1;
 		found = row && sscanf(row, " " STAT_IO_EXITS " %llu %lf",
