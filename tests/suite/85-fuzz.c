@@ -1331,6 +1331,27 @@ static void setup(void)
 	pid_max = rel_read_long("/proc/sys/kernel/pid_max");
 	if (pid_max <= 0)
 		pid_max = 4194304;
+#if defined(__aarch64__)
+	/*
+	 * arm64's access_ok() takes what lies below 1 << VA_BITS: 48 or
+	 * (Debian's 6.12 and later, on a CPU with 52-bit addresses, as
+	 * QEMU's max is) 52.  A mapping asked for above 1 << 48 tells which.
+	 */
+	{
+		void *hi =
+			mmap((void *)(1ul << 50), PAGE, PROT_NONE,
+			     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE,
+			     -1, 0);
+
+		user_max = (1ul << 48) - 1;
+		if (hi != MAP_FAILED) {
+			user_max = (1ul << 52) - 1;
+			munmap(hi, PAGE);
+		}
+	}
+	(void)f;
+	(void)line;
+#else
 	user_max = (1ul << 47) - PAGE - 1;
 	f = fopen("/proc/cpuinfo", "r");
 	while (f && fgets(line, sizeof(line), f))
@@ -1340,6 +1361,7 @@ static void setup(void)
 		}
 	if (f)
 		fclose(f);
+#endif
 
 	sarea = map_or_bail(2 * PAGE, PROT_READ | PROT_WRITE);
 	mprotect(sarea + PAGE, PAGE, PROT_NONE);
