@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * libkvmstats - read KVM binary statistics through /dev/kvmstats
+ * libkvmstats - read KVM binary statistics through /dev/kvmstats, or
+ * without it where the kernel lets any holder of a VM's fds read them
  *
  * A stats file (from /dev/kvmstats or from KVM's own KVM_GET_STATS_FD) is a
  * header, an id string, a table of descriptors and a data block of u64
@@ -172,6 +173,12 @@ struct kvmstats_vcpu_info {
 #define KVMSTATS_VCPU_UNKNOWN (1U << 31)
 
 /*
+ * kvmstats_vcpu_info.flags, set by the library: listed without the module
+ * (kvmstats_native_list_vcpus()); vcpu_id is known, the thread is not.
+ */
+#define KVMSTATS_VCPU_NATIVE (1U << 30)
+
+/*
  * What the scheduler gave a thread, from /proc (LIBKVMSTATS_1.1): the
  * figures libvirt calls a vCPU's time and delay.  64 bytes.
  */
@@ -296,6 +303,13 @@ int kvmstats_list_vcpus_pidfd(int devfd, int pidfd, int fd,
  * @devfd stays the caller's and must stay open while @ref is used.
  */
 #define KVMSTATS_VMREF_PID 0x1 /* address by pid, hold no pidfd */
+/*
+ * Without the device (LIBKVMSTATS_1.2): confirm the VM in /proc/@pid/fd and
+ * get stats fds through copies of the VMM's fds, as
+ * kvmstats_native_get_stats_fd() does, via the pidfd; @devfd is not used
+ * (pass -1).  An older library refuses the flag with -EINVAL.
+ */
+#define KVMSTATS_VMREF_NATIVE 0x2
 
 int kvmstats_vmref_open(int devfd, pid_t pid, int fd, unsigned int flags,
 			struct kvmstats_vmref **ref);
@@ -309,6 +323,9 @@ int kvmstats_vmref_pidfd(const struct kvmstats_vmref *ref);
 
 /* 1 if stats fds are asked for through the pidfd, 0 if by pid. */
 int kvmstats_vmref_by_pidfd(const struct kvmstats_vmref *ref);
+
+/* 1 if @ref was opened KVMSTATS_VMREF_NATIVE (LIBKVMSTATS_1.2). */
+int kvmstats_vmref_native(const struct kvmstats_vmref *ref);
 
 /* The number of vCPUs the device listed when @ref was opened. */
 unsigned int kvmstats_vmref_nr_vcpus(const struct kvmstats_vmref *ref);
@@ -373,6 +390,55 @@ int kvmstats_thread_sched(pid_t pid, pid_t tid, unsigned int flags,
  */
 int kvmstats_thread_sched_at(int dirfd, pid_t tid, unsigned int flags,
 			     struct kvmstats_sched *sched);
+
+/*
+ * Without the module (LIBKVMSTATS_1.2).  Where the kernel lets any holder
+ * of a VM or vCPU fd ask it for KVM_GET_STATS_FD (not a version: a kernel
+ * either has it or refuses with EIO, see kvmstats_native_probe()), a stats
+ * file of another process's VM is KVM's own: KVM_GET_STATS_FD on a copy of
+ * the VMM's fd taken with pidfd_getfd(2).  The VMs are those in
+ * /proc/PID/fd of the processes the caller may inspect, so this needs
+ * ptrace rights over each VMM (PTRACE_MODE_ATTACH_REALCREDS: root, or the
+ * VMM's own user where Yama allows it, or CAP_SYS_PTRACE), where the
+ * module needs only read access to /dev/kvmstats.
+ *
+ * /proc does not say which VM a vCPU fd is of, nor KVM's index of a vCPU:
+ * a process's vCPU fds go to its VM when it has one (as every VMM we know
+ * of), else each to the VM with the closest fd below it; vCPU indexes
+ * follow the fds' order, the order they were created in.  One VM held by
+ * several processes is listed once, by its creator when that is one of
+ * them.  Errors: -ESRCH (no such process), -EPERM (the caller may not
+ * inspect it), -EBADF (no such fd), -EINVAL (not a VM fd), -ENOENT (no
+ * such vCPU), -EIO (the kernel refuses: it predates the change, or the VM
+ * is dead).
+ */
+
+/*
+ * Whether the running kernel gives other processes stats fds: 1 yes, 0 no
+ * (it refused with EIO), or -errno when it cannot tell.  Asks the first VM
+ * kvmstats_native_list_vms() finds that answers; with none, makes a VM of
+ * its own in a child process (a fork(2) and /dev/kvm, which must open:
+ * else -ENODEV) and asks for that one's, unless @flags has
+ * KVMSTATS_PROBE_ASK_ONLY (then -ENOENT: no VM to ask).  Never looks at
+ * the kernel's version.
+ */
+#define KVMSTATS_PROBE_ASK_ONLY 0x1 /* never make a VM to ask */
+
+int kvmstats_native_probe(unsigned int flags);
+
+/* The VMs, as kvmstats_list_vms() gives them; no device needed. */
+int kvmstats_native_list_vms(struct kvmstats_vm_info **vms);
+
+/* A stats fd for VM fd @fd of @pid, or its vCPU index @vcpu (-1: the VM). */
+int kvmstats_native_get_stats_fd(pid_t pid, int fd, int vcpu);
+
+/*
+ * The vCPUs of VM fd @fd of @pid, as kvmstats_list_vcpus() gives them,
+ * flagged KVMSTATS_VCPU_NATIVE: their vcpu_id is known (the vCPU fd's name
+ * says it), the thread that runs each is not (tid 0).
+ */
+int kvmstats_native_list_vcpus(pid_t pid, int fd,
+			       struct kvmstats_vcpu_info **vcpus);
 
 /* kvmstats_file_adopt() flags */
 #define KVMSTATS_ADOPT_BORROW 0x1 /* do not close the fd in _free() */

@@ -3,6 +3,7 @@
  * libkvmstats: parse a KVM stats file once, then sample it with one pread.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -13,9 +14,11 @@
 #include <string.h>
 #include <signal.h>
 #include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <linux/kvmstats.h>
@@ -106,7 +109,11 @@ struct kvmstats_file {
 enum vmref_mode {
 	BY_PIDFD, /* KVMSTATS_FD_PIDFD: race-free */
 	BY_PID,	  /* version 1 device: pid, checked against the pidfd */
+	NATIVE,	  /* KVMSTATS_VMREF_NATIVE: pidfd_getfd(), no device */
 };
+
+static int native_get_stats_fd(int pidfd, pid_t pid, int fd, int vcpu);
+static int native_vmref_open(struct kvmstats_vmref *r);
 
 struct kvmstats_vmref {
 	int devfd;
@@ -441,7 +448,9 @@ int kvmstats_vmref_open(int devfd, pid_t pid, int fd, unsigned int flags,
 	struct kvmstats_vmref *r;
 	int n, err;
 
-	if (!ref || pid <= 0 || fd < 0 || (flags & ~KVMSTATS_VMREF_PID))
+	if (!ref || pid <= 0 || fd < 0 ||
+	    (flags & ~(KVMSTATS_VMREF_PID | KVMSTATS_VMREF_NATIVE)) ||
+	    (flags & KVMSTATS_VMREF_PID && flags & KVMSTATS_VMREF_NATIVE))
 		return -EINVAL;
 	*ref = NULL;
 	r = calloc(1, sizeof(*r));
@@ -452,6 +461,14 @@ int kvmstats_vmref_open(int devfd, pid_t pid, int fd, unsigned int flags,
 	r->fd = fd;
 	r->pidfd = -1;
 	r->mode = BY_PID;
+	if (flags & KVMSTATS_VMREF_NATIVE) {
+		r->mode = NATIVE;
+		err = native_vmref_open(r);
+		if (err)
+			goto err_free;
+		*ref = r;
+		return 0;
+	}
 	if (!(flags & KVMSTATS_VMREF_PID)) {
 		r->pidfd = (int)syscall(__NR_pidfd_open, pid, 0);
 		if (r->pidfd < 0) {
@@ -525,7 +542,14 @@ int kvmstats_vmref_pidfd(const struct kvmstats_vmref *ref)
 
 int kvmstats_vmref_by_pidfd(const struct kvmstats_vmref *ref)
 {
-	return __atomic_load_n(&ref->mode, __ATOMIC_RELAXED) == BY_PIDFD;
+	int mode = __atomic_load_n(&ref->mode, __ATOMIC_RELAXED);
+
+	return mode == BY_PIDFD || mode == NATIVE;
+}
+
+int kvmstats_vmref_native(const struct kvmstats_vmref *ref)
+{
+	return ref->mode == NATIVE;
 }
 
 unsigned int kvmstats_vmref_nr_vcpus(const struct kvmstats_vmref *ref)
@@ -539,6 +563,8 @@ int kvmstats_vmref_get_stats_fd(struct kvmstats_vmref *ref, int vcpu)
 
 	if (!ref)
 		return -EINVAL;
+	if (ref->mode == NATIVE)
+		return native_get_stats_fd(ref->pidfd, ref->pid, ref->fd, vcpu);
 	if (kvmstats_vmref_by_pidfd(ref)) {
 		sfd = kvmstats_get_stats_fd_pidfd(ref->devfd, ref->pidfd,
 						  ref->fd, vcpu);
@@ -603,11 +629,14 @@ int kvmstats_vmref_list_vcpus(struct kvmstats_vmref *ref,
 	if (!ref || !vcpus)
 		return -EINVAL;
 	*vcpus = NULL;
-	if (kvmstats_vmref_by_pidfd(ref)) {
+	if (ref->mode == NATIVE) {
+		n = kvmstats_native_list_vcpus(ref->pid, ref->fd, vcpus);
+	} else if (kvmstats_vmref_by_pidfd(ref)) {
 		return kvmstats_list_vcpus_pidfd(ref->devfd, ref->pidfd,
 						 ref->fd, vcpus);
+	} else {
+		n = kvmstats_list_vcpus(ref->devfd, ref->pid, ref->fd, vcpus);
 	}
-	n = kvmstats_list_vcpus(ref->devfd, ref->pid, ref->fd, vcpus);
 	if (n < 0 || ref->pidfd < 0)
 		return n;
 	/* Alive after the ioctl: the pid named the pidfd's process. */
@@ -1382,6 +1411,592 @@ int kvmstats_bucket_bounds(const struct kvmstats_stat *stat, unsigned int i,
 	if (hi)
 		*hi = h;
 	return 0;
+}
+
+/* --------------------------------------------------------------- native */
+
+/*
+ * Without the module: where the kernel lets any holder of a VM or vCPU fd
+ * ask it for KVM_GET_STATS_FD (the series in upstream/), a copy of the
+ * VMM's fd taken with pidfd_getfd(2) is enough.  The VMs are found in
+ * /proc/PID/fd of the processes the caller may inspect (the same ptrace
+ * check pidfd_getfd() makes), as the links "anon_inode:kvm-vm" and
+ * "anon_inode:kvm-vcpu:ID" that KVM's anonymous files show.
+ *
+ * What /proc does not say, and how it is guessed:
+ *   - which VM a vCPU fd belongs to: in a process with one VM (every VMM
+ *     we know of), that VM; with several, the VM whose fd is the closest
+ *     below the vCPU's (the order in which a VMM makes a VM, then its
+ *     vCPUs);
+ *   - the vCPU index: vCPUs are numbered in the order of their fds, the
+ *     order KVM_CREATE_VCPU made them in (the module's index is KVM's own);
+ *   - one VM held by several processes (fork, SCM_RIGHTS, a monitor's own
+ *     copy) is listed once, at the process whose thread made it (the VM's
+ *     stats id "kvm-TID") when there is one, else at the lowest pid; two
+ *     fds are the same file when kcmp(2) says so.
+ */
+
+#ifndef __NR_pidfd_getfd
+#define __NR_pidfd_getfd 438 /* the same on every architecture */
+#endif
+#define NATIVE_KCMP_FILE	0		/* <linux/kcmp.h> */
+#define NATIVE_KVM_CREATE_VM	_IO(0xae, 0x01) /* <linux/kvm.h> */
+#define NATIVE_KVM_GET_STATS_FD _IO(0xae, 0xce) /* <linux/kvm.h> */
+
+#define NATIVE_VM_LINK	 "anon_inode:kvm-vm"
+#define NATIVE_VCPU_LINK "anon_inode:kvm-vcpu:"
+
+struct native_fd {
+	int fd;
+	int vcpu_id; /* -1 for a VM fd */
+	int vm;	     /* a vCPU's VM: its index in the VM array, or -1 */
+};
+
+struct native_proc {
+	int pid;
+	struct native_fd *vms, *vcpus;
+	unsigned int nr_vms, nr_vcpus;
+};
+
+static void native_proc_free(struct native_proc *p)
+{
+	free(p->vms);
+	free(p->vcpus);
+	p->vms = p->vcpus = NULL;
+	p->nr_vms = p->nr_vcpus = 0;
+}
+
+static bool same_file(int pid1, int fd1, int pid2, int fd2)
+{
+	return syscall(SYS_kcmp, pid1, pid2, NATIVE_KCMP_FILE, fd1, fd2) == 0;
+}
+
+static int push_fd(struct native_fd **a, unsigned int *n, int fd, int vcpu_id)
+{
+	void *p = realloc(*a, (*n + 1) * sizeof(**a));
+
+	if (!p)
+		return -ENOMEM;
+	*a = p;
+	(*a)[*n].fd = fd;
+	(*a)[*n].vcpu_id = vcpu_id;
+	(*a)[*n].vm = -1;
+	(*n)++;
+	return 0;
+}
+
+/* What fd @name of /proc/PID/fd (@dirfd) is: 0 VM, 1 vCPU, -1 neither. */
+static int native_kind(int dirfd, const char *name, int *vcpu_id)
+{
+	char link[64];
+	ssize_t n = readlinkat(dirfd, name, link, sizeof(link) - 1);
+	char *end;
+	long id;
+
+	if (n <= 0)
+		return -1;
+	link[n] = '\0';
+	if (!strcmp(link, NATIVE_VM_LINK))
+		return 0;
+	if (strncmp(link, NATIVE_VCPU_LINK, strlen(NATIVE_VCPU_LINK)))
+		return -1;
+	errno = 0;
+	id = strtol(link + strlen(NATIVE_VCPU_LINK), &end, 10);
+	if (errno || *end || id < 0 || id > INT32_MAX)
+		return -1;
+	*vcpu_id = (int)id;
+	return 1;
+}
+
+/*
+ * The VM and vCPU fds of process @pid, a VM file held at several fds
+ * counted once (at its lowest), each vCPU given its VM.  0, or -ESRCH (no
+ * such process), -EPERM (the caller may not inspect it), -ENOMEM.
+ */
+static int native_scan_pid(int pid, struct native_proc *p)
+{
+	char path[64];
+	struct dirent *e;
+	unsigned int i, j;
+	int dfd, kind, id, err = 0;
+	DIR *d;
+
+	memset(p, 0, sizeof(*p));
+	p->pid = pid;
+	snprintf(path, sizeof(path), "/proc/%d/fd", pid);
+	dfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return errno == ENOENT ? -ESRCH :
+		       errno == EACCES ? -EPERM :
+					 -errno;
+	d = fdopendir(dfd);
+	if (!d) {
+		close(dfd);
+		return -ENOMEM;
+	}
+	while (!err && (e = readdir(d))) {
+		if (e->d_name[0] < '0' || e->d_name[0] > '9')
+			continue;
+		kind = native_kind(dfd, e->d_name, &id);
+		if (kind == 0)
+			err = push_fd(&p->vms, &p->nr_vms, atoi(e->d_name), -1);
+		else if (kind == 1)
+			err = push_fd(&p->vcpus, &p->nr_vcpus, atoi(e->d_name),
+				      id);
+	}
+	closedir(d);
+	if (err) {
+		native_proc_free(p);
+		return err;
+	}
+	/* In fd order (readdir gives it, but nothing promises it). */
+	for (i = 1; i < p->nr_vms; i++)
+		for (j = i; j > 0 && p->vms[j - 1].fd > p->vms[j].fd; j--) {
+			struct native_fd t = p->vms[j];
+
+			p->vms[j] = p->vms[j - 1];
+			p->vms[j - 1] = t;
+		}
+	for (i = 1; i < p->nr_vcpus; i++)
+		for (j = i; j > 0 && p->vcpus[j - 1].fd > p->vcpus[j].fd; j--) {
+			struct native_fd t = p->vcpus[j];
+
+			p->vcpus[j] = p->vcpus[j - 1];
+			p->vcpus[j - 1] = t;
+		}
+	/* One entry per file: dup()ed fds of one VM or vCPU go. */
+	for (i = 0; i < p->nr_vms; i++)
+		for (j = i + 1; j < p->nr_vms;)
+			if (same_file(pid, p->vms[i].fd, pid, p->vms[j].fd))
+				memmove(&p->vms[j], &p->vms[j + 1],
+					(--p->nr_vms - j) * sizeof(*p->vms));
+			else
+				j++;
+	for (i = 0; i < p->nr_vcpus; i++)
+		for (j = i + 1; j < p->nr_vcpus;)
+			if (same_file(pid, p->vcpus[i].fd, pid, p->vcpus[j].fd))
+				memmove(&p->vcpus[j], &p->vcpus[j + 1],
+					(--p->nr_vcpus - j) *
+						sizeof(*p->vcpus));
+			else
+				j++;
+	/* Each vCPU to the closest VM fd below it, or the first VM. */
+	for (i = 0; i < p->nr_vcpus && p->nr_vms; i++) {
+		int vm = 0;
+
+		for (j = 0; j < p->nr_vms; j++)
+			if (p->vms[j].fd < p->vcpus[i].fd)
+				vm = (int)j;
+		p->vcpus[i].vm = vm;
+	}
+	return 0;
+}
+
+static unsigned int native_count_vcpus(const struct native_proc *p, int vm)
+{
+	unsigned int i, n = 0;
+
+	for (i = 0; i < p->nr_vcpus; i++)
+		n += p->vcpus[i].vm == vm;
+	return n;
+}
+
+/* The fd of vCPU index @vcpu of VM @vm in @p, or -ENOENT. */
+static int native_vcpu_fd(const struct native_proc *p, int vm, int vcpu,
+			  int *vcpu_id)
+{
+	unsigned int i;
+	int k = 0;
+
+	for (i = 0; i < p->nr_vcpus; i++) {
+		if (p->vcpus[i].vm != vm)
+			continue;
+		if (k++ == vcpu) {
+			*vcpu_id = p->vcpus[i].vcpu_id;
+			return p->vcpus[i].fd;
+		}
+	}
+	return -ENOENT;
+}
+
+static int native_find_vm(const struct native_proc *p, int fd)
+{
+	unsigned int i;
+
+	for (i = 0; i < p->nr_vms; i++)
+		if (p->vms[i].fd == fd)
+			return (int)i;
+	return p->nr_vms || p->nr_vcpus ? -EINVAL : -EBADF;
+}
+
+/*
+ * KVM_GET_STATS_FD on a copy of fd @fd of the process of @pidfd (@pid),
+ * checked to be the file expected (@vcpu_id -1: a VM, else that vCPU):
+ * the stats fd, or -errno; -EIO is the kernel refusing (an older kernel,
+ * or a dead VM).
+ */
+static int native_stats_fd(int pidfd, int fd, int vcpu_id)
+{
+	char self[64], link[64];
+	int copy, sfd, kind, id = -1, err;
+	ssize_t n;
+
+	copy = (int)syscall(__NR_pidfd_getfd, pidfd, fd, 0);
+	if (copy < 0)
+		return -errno;
+	/* The fd may have been closed and reused since /proc showed it. */
+	snprintf(self, sizeof(self), "/proc/self/fd/%d", copy);
+	n = readlink(self, link, sizeof(link) - 1);
+	kind = -1;
+	if (n > 0) {
+		link[n] = '\0';
+		if (!strcmp(link, NATIVE_VM_LINK))
+			kind = 0;
+		else if (!strncmp(link, NATIVE_VCPU_LINK,
+				  strlen(NATIVE_VCPU_LINK)))
+			kind = 1, id = atoi(link + strlen(NATIVE_VCPU_LINK));
+	}
+	if (kind != (vcpu_id < 0 ? 0 : 1) || (kind == 1 && id != vcpu_id)) {
+		close(copy);
+		return vcpu_id < 0 ? -EBADF : -ENOENT;
+	}
+	sfd = ioctl(copy, NATIVE_KVM_GET_STATS_FD, 0);
+	err = sfd < 0 ? -errno : 0;
+	close(copy);
+	return err ? err : sfd;
+}
+
+static int native_pidfd_open(int pid)
+{
+	int pidfd = (int)syscall(__NR_pidfd_open, pid, 0);
+
+	return pidfd < 0 ? -errno : pidfd;
+}
+
+/* As kvmstats_native_get_stats_fd(), through @pidfd of process @pid. */
+static int native_get_stats_fd(int pidfd, pid_t pid, int fd, int vcpu)
+{
+	struct native_proc p;
+	int vm, vfd, id = -1, sfd, gone;
+
+	if (pid <= 0 || fd < 0 || vcpu < -1)
+		return -EINVAL;
+	sfd = native_scan_pid(pid, &p);
+	if (sfd < 0)
+		return sfd;
+	vm = native_find_vm(&p, fd);
+	if (vm < 0) {
+		native_proc_free(&p);
+		return vm;
+	}
+	vfd = vcpu < 0 ? fd : native_vcpu_fd(&p, vm, vcpu, &id);
+	native_proc_free(&p);
+	if (vfd < 0)
+		return vfd;
+	sfd = native_stats_fd(pidfd, vfd, id);
+	if (sfd < 0)
+		return sfd;
+	/* Alive after the copy: the pid named the pidfd's process. */
+	gone = pidfd_exited(pidfd);
+	if (gone) {
+		close(sfd);
+		return gone < 0 ? gone : -ESRCH;
+	}
+	return sfd;
+}
+
+int kvmstats_native_get_stats_fd(pid_t pid, int fd, int vcpu)
+{
+	int pidfd, sfd;
+
+	if (pid <= 0)
+		return -EINVAL;
+	pidfd = native_pidfd_open(pid);
+	if (pidfd < 0)
+		return pidfd;
+	sfd = native_get_stats_fd(pidfd, pid, fd, vcpu);
+	close(pidfd);
+	return sfd;
+}
+
+/* The id of a stats fd ("kvm-TID"), read into @id; 0 or -errno. */
+static int native_stats_id(int sfd, char *id, size_t len)
+{
+	struct stats_header h;
+
+	if (pread_all(sfd, &h, sizeof(h), 0) ||
+	    pread_all(sfd, id, len - 1, h.id_offset))
+		return -EIO;
+	id[len - 1] = '\0';
+	return 0;
+}
+
+/* 1 if the thread that made the VM at (@pid, @fd) is one of @pid's. */
+static int native_is_creator(int pid, int fd)
+{
+	char id[64], path[96];
+	int sfd, tid;
+
+	sfd = kvmstats_native_get_stats_fd(pid, fd, -1);
+	if (sfd < 0)
+		return 0;
+	if (native_stats_id(sfd, id, sizeof(id)) ||
+	    sscanf(id, "kvm-%d", &tid) != 1) {
+		close(sfd);
+		return 0;
+	}
+	close(sfd);
+	snprintf(path, sizeof(path), "/proc/%d/task/%d", pid, tid);
+	return access(path, F_OK) == 0;
+}
+
+struct native_vm {
+	int pid, fd;
+	unsigned int nr_vcpus;
+	bool drop;
+};
+
+int kvmstats_native_list_vms(struct kvmstats_vm_info **vms)
+{
+	struct native_vm *all = NULL;
+	struct kvmstats_vm_info *out;
+	unsigned int n = 0, i, j, k;
+	struct dirent *e;
+	DIR *d;
+	int err = 0;
+
+	if (!vms)
+		return -EINVAL;
+	*vms = NULL;
+	d = opendir("/proc");
+	if (!d)
+		return -errno;
+	while (!err && (e = readdir(d))) {
+		struct native_proc p;
+		char *end;
+		long pid = strtol(e->d_name, &end, 10);
+
+		if (*end || pid <= 0 || e->d_name[0] == '0')
+			continue;
+		if (native_scan_pid((int)pid, &p))
+			continue; /* gone, or not ours to inspect */
+		for (i = 0; i < p.nr_vms && !err; i++) {
+			void *a = realloc(all, (n + 1) * sizeof(*all));
+
+			if (!a) {
+				err = -ENOMEM;
+				break;
+			}
+			all = a;
+			all[n].pid = (int)pid;
+			all[n].fd = p.vms[i].fd;
+			all[n].nr_vcpus = native_count_vcpus(&p, (int)i);
+			all[n].drop = false;
+			n++;
+		}
+		native_proc_free(&p);
+	}
+	closedir(d);
+	if (err) {
+		free(all);
+		return err;
+	}
+	/* A VM held by several processes: keep the one that made it. */
+	for (i = 0; i < n; i++) {
+		if (all[i].drop)
+			continue;
+		for (j = i + 1; j < n; j++) {
+			if (all[j].drop || all[j].pid == all[i].pid ||
+			    !same_file(all[i].pid, all[i].fd, all[j].pid,
+				       all[j].fd))
+				continue;
+			k = native_is_creator(all[j].pid, all[j].fd) &&
+					    !native_is_creator(all[i].pid,
+							       all[i].fd) ?
+				    i :
+				    j;
+			all[k].drop = true;
+			if (k == i)
+				break;
+		}
+	}
+	for (i = k = 0; i < n; i++)
+		k += !all[i].drop;
+	if (!k) {
+		free(all);
+		return 0;
+	}
+	out = calloc(k, sizeof(*out));
+	if (!out) {
+		free(all);
+		return -ENOMEM;
+	}
+	for (i = j = 0; i < n; i++) {
+		if (all[i].drop)
+			continue;
+		out[j].pid = all[i].pid;
+		out[j].fd = all[i].fd;
+		out[j].nr_vcpus = all[i].nr_vcpus;
+		j++;
+	}
+	free(all);
+	*vms = out;
+	return (int)k;
+}
+
+int kvmstats_native_list_vcpus(pid_t pid, int fd,
+			       struct kvmstats_vcpu_info **vcpus)
+{
+	struct kvmstats_vcpu_info *out;
+	struct native_proc p;
+	unsigned int i, k = 0, nr;
+	int vm, err;
+
+	if (!vcpus || pid <= 0 || fd < 0)
+		return -EINVAL;
+	*vcpus = NULL;
+	err = native_scan_pid(pid, &p);
+	if (err)
+		return err;
+	vm = native_find_vm(&p, fd);
+	if (vm < 0) {
+		native_proc_free(&p);
+		return vm;
+	}
+	nr = native_count_vcpus(&p, vm);
+	if (!nr) {
+		native_proc_free(&p);
+		return 0;
+	}
+	out = calloc(nr, sizeof(*out));
+	if (!out) {
+		native_proc_free(&p);
+		return -ENOMEM;
+	}
+	for (i = 0; i < p.nr_vcpus; i++) {
+		if (p.vcpus[i].vm != vm)
+			continue;
+		out[k].index = k;
+		out[k].vcpu_id = (uint32_t)p.vcpus[i].vcpu_id;
+		out[k].flags = KVMSTATS_VCPU_NATIVE;
+		k++;
+	}
+	native_proc_free(&p);
+	*vcpus = out;
+	return (int)nr;
+}
+
+/*
+ * No VM to ask: make one in a child (its own address space) and ask for its
+ * stats fd from here.  1, 0 (EIO: refused), or -errno: -ENODEV without
+ * /dev/kvm, -EPERM where even a child may not be inspected.
+ */
+static int native_probe_own(void)
+{
+	int kvm, sv[2], pidfd, vmfd = -1, r;
+	char done = 1;
+	pid_t child;
+
+	kvm = open("/dev/kvm", O_RDWR | O_CLOEXEC);
+	if (kvm < 0)
+		return -ENODEV;
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv)) {
+		r = -errno;
+		close(kvm);
+		return r;
+	}
+	child = fork();
+	if (child < 0) {
+		r = -errno;
+		close(kvm);
+		close(sv[0]);
+		close(sv[1]);
+		return r;
+	}
+	if (!child) {
+		/* Async-signal-safe calls only: the caller may be threaded. */
+		vmfd = ioctl(kvm, NATIVE_KVM_CREATE_VM, 0);
+		if (write(sv[1], &vmfd, sizeof(vmfd)) == sizeof(vmfd))
+			(void)!read(sv[1], &done, 1);
+		_exit(0);
+	}
+	close(kvm);
+	close(sv[1]);
+	r = read(sv[0], &vmfd, sizeof(vmfd)) == sizeof(vmfd) ? 0 : -EIO;
+	if (!r && vmfd < 0)
+		r = -ENODEV; /* the child could not make a VM */
+	if (!r) {
+		pidfd = native_pidfd_open(child);
+		r = pidfd;
+		if (pidfd >= 0) {
+			r = native_stats_fd(pidfd, vmfd, -1);
+			close(pidfd);
+			if (r >= 0) {
+				close(r);
+				r = 1;
+			} else if (r == -EIO) {
+				r = 0;
+			}
+		}
+	}
+	(void)!write(sv[0], &done, 1);
+	close(sv[0]);
+	while (waitpid(child, NULL, 0) < 0 && errno == EINTR)
+		;
+	return r;
+}
+
+int kvmstats_native_probe(unsigned int flags)
+{
+	struct kvmstats_vm_info *vms = NULL;
+	int n, i, sfd, refused = 0;
+
+	n = kvmstats_native_list_vms(&vms);
+	for (i = 0; i < n; i++) {
+		if (vms[i].pid == getpid())
+			continue; /* our own VMs prove nothing */
+		sfd = kvmstats_native_get_stats_fd(vms[i].pid, vms[i].fd, -1);
+		if (sfd >= 0) {
+			close(sfd);
+			free(vms);
+			return 1;
+		}
+		refused += sfd == -EIO;
+	}
+	free(vms);
+	if (refused)
+		return 0;
+	if (flags & ~KVMSTATS_PROBE_ASK_ONLY)
+		return -EINVAL;
+	if (flags & KVMSTATS_PROBE_ASK_ONLY)
+		return -ENOENT;
+	return native_probe_own();
+}
+
+/* kvmstats_vmref_open() with KVMSTATS_VMREF_NATIVE: the pidfd, the VM. */
+static int native_vmref_open(struct kvmstats_vmref *r)
+{
+	struct native_proc p;
+	int vm, err;
+
+	r->pidfd = native_pidfd_open(r->pid);
+	if (r->pidfd < 0) {
+		err = r->pidfd;
+		r->pidfd = -1;
+		return err;
+	}
+	err = native_scan_pid(r->pid, &p);
+	if (err)
+		return err;
+	vm = native_find_vm(&p, r->fd);
+	if (vm >= 0)
+		r->nr_vcpus = native_count_vcpus(&p, vm);
+	native_proc_free(&p);
+	if (vm < 0)
+		return vm == -EINVAL ? -EBADF : vm;
+	/* Scanned under a pid that has gone since? */
+	err = pidfd_exited(r->pidfd);
+	return err ? (err < 0 ? err : -ESRCH) : 0;
 }
 
 const char *kvmstats_strerror(int err)
