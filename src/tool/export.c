@@ -204,7 +204,8 @@ int scrape(struct scrape *s, const char **text, size_t *len)
 	struct host *h = &s->host;
 	const char *what = s->src->dir ?
 				   "listing the VMs of KVMSTATS_STATS_DIR" :
-				   "listing the VMs of /dev/kvmstats";
+			   s->src->native ? "listing the VMs (no module)" :
+					    "listing the VMs of /dev/kvmstats";
 	bool vcpu_objs =
 		     (s->sel.collectors & COLL_VCPU) && s->sel.per != PER_VM,
 	     sum_objs =
@@ -241,8 +242,7 @@ int scrape(struct scrape *s, const char **text, size_t *len)
 		*len = strlen(s->err_text);
 		return err;
 	}
-	source_state(s, 0,
-		     s->src->dir ? "KVMSTATS_STATS_DIR" : "/dev/kvmstats");
+	source_state(s, 0, source_name(s->src));
 	if (h->gen != s->cache_gen) {
 		/* Files were freed and opened: their addresses may be reused. */
 		prom_cache_reset(s->cache);
@@ -769,8 +769,6 @@ int cmd_export(int argc, char **argv)
 	/* KVMSTATS_STATS_DIR: a directory of stats files stands for the host. */
 	if (ho.serving) {
 		/* A missing device is a failed scrape, not the end (scrape()). */
-		src.dir = NULL;
-		src.devfd = -1;
 		source_open(&src);
 	} else {
 		source_init(&src);

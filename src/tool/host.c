@@ -3,7 +3,9 @@
  * Where VMs come from (struct source, for every command) and following
  * them over time (struct host, for `top` and `export`).
  *
- * The source is /dev/kvmstats, or with KVMSTATS_STATS_DIR set a directory
+ * The source is /dev/kvmstats, or KVM itself where the kernel gives any
+ * holder of a VM's fds its stats (the native path, see source_path()), or
+ * with KVMSTATS_STATS_DIR set a directory
  * standing for the host (for tests and profiling on machines without the
  * module): each subdirectory PID-FD is a VM whose files vm, vcpu0, vcpu1,
  * ... are stats files (recorded ones, say), read again at every sample,
@@ -51,21 +53,133 @@
 
 /* ---------------------------------------------------------------- source */
 
-void source_init(struct source *src)
+/* CAP_SYS_PTRACE in the effective set: every VMM may be inspected. */
+static bool may_ptrace_all(void)
+{
+	char line[256];
+	unsigned long long eff = 0;
+	FILE *f = fopen("/proc/self/status", "re");
+
+	if (!f)
+		return false;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "CapEff: %llx", &eff) == 1)
+			break;
+	fclose(f);
+	return eff & (1ULL << 19); /* CAP_SYS_PTRACE */
+}
+
+/*
+ * Which path: KVMSTATS_PATH=module or native forces one; auto (or unset)
+ * takes the native path where the kernel allows it (asked, never guessed
+ * from its version: kvmstats_native_probe()) and the caller may inspect
+ * every VMM (CAP_SYS_PTRACE), or where there is no device; else the
+ * device.  The native path sees only the VMMs the caller may ptrace, the
+ * device every VM its group may read: a user who reads the device through
+ * its group keeps the device.
+ */
+void source_path(struct source *src)
 {
 	const char *d = getenv("KVMSTATS_STATS_DIR");
+	const char *p = getenv("KVMSTATS_PATH");
+	int probe, dev;
 
 	src->dir = d && *d ? d : NULL;
-	src->devfd = src->dir ? -1 : open_device();
+	src->devfd = -1;
+	src->native = false;
+	if (src->dir) {
+		snprintf(src->why, sizeof(src->why),
+			 "KVMSTATS_STATS_DIR is set");
+		return;
+	}
+	if (p && !strcmp(p, "module")) {
+		snprintf(src->why, sizeof(src->why), "KVMSTATS_PATH=module");
+		return;
+	}
+	if (p && !strcmp(p, "native")) {
+		src->native = true;
+		snprintf(src->why, sizeof(src->why), "KVMSTATS_PATH=native");
+		return;
+	}
+	if (p && *p && strcmp(p, "auto")) {
+		errmsg("KVMSTATS_PATH=%s: use module, native or auto", p);
+		exit(EXIT_USAGE);
+	}
+	/*
+	 * Once per process (an exporter retrying a missing device would ask
+	 * again).  With the device there and no VM to ask, take the device
+	 * rather than make a VM just to ask: that VM would show in the
+	 * listings of everyone else reading the device meanwhile.
+	 */
+	static int asked = 2;
+
+	if (asked == 2) {
+		dev = kvmstats_open_device();
+		if (dev >= 0)
+			close(dev);
+		asked = kvmstats_native_probe(
+			dev >= 0 ? KVMSTATS_PROBE_ASK_ONLY : 0);
+		if (asked == -ENOENT)
+			asked = 3;
+	}
+	if (asked == 3) {
+		snprintf(
+			src->why, sizeof(src->why),
+			"no VM to ask whether the kernel gives other processes stats fds, and the device is there");
+		return;
+	}
+	probe = asked;
+	if (probe != 1) {
+		snprintf(
+			src->why, sizeof(src->why), "%s",
+			probe == 0 ?
+				"the kernel refuses KVM_GET_STATS_FD to other processes than a VM's creator" :
+				"whether the kernel gives other processes stats fds could not be asked");
+		if (probe < 0)
+			snprintf(src->why + strlen(src->why),
+				 sizeof(src->why) - strlen(src->why), " (%s)",
+				 kvmstats_strerror(probe));
+		return;
+	}
+	if (may_ptrace_all()) {
+		src->native = true;
+		snprintf(
+			src->why, sizeof(src->why),
+			"the kernel gives any holder of a VM's fds its stats, and this process may inspect every VMM");
+		return;
+	}
+	dev = kvmstats_open_device();
+	if (dev >= 0) {
+		close(dev);
+		snprintf(
+			src->why, sizeof(src->why),
+			"the kernel would allow it, but without CAP_SYS_PTRACE only the device shows every VM");
+		return;
+	}
+	src->native = true;
+	snprintf(
+		src->why, sizeof(src->why),
+		"the kernel gives any holder of a VM's fds its stats, and there is no device (only the VMMs this user may ptrace)");
+}
+
+const char *source_name(const struct source *src)
+{
+	if (src->dir)
+		return "KVMSTATS_STATS_DIR";
+	return src->native ? "KVM (no module)" : "/dev/kvmstats";
+}
+
+void source_init(struct source *src)
+{
+	source_path(src);
+	if (!src->dir && !src->native)
+		src->devfd = open_device();
 }
 
 int source_open(struct source *src)
 {
-	const char *d = getenv("KVMSTATS_STATS_DIR");
-
-	src->dir = d && *d ? d : NULL;
-	src->devfd = -1;
-	if (src->dir)
+	source_path(src);
+	if (src->dir || src->native)
 		return 0;
 	src->devfd = kvmstats_open_device();
 	if (src->devfd < 0) {
@@ -144,6 +258,8 @@ int source_list(const struct source *src, struct kvmstats_vm_info **vms)
 {
 	if (src->dir)
 		return dir_list_vms(src->dir, vms);
+	if (src->native)
+		return kvmstats_native_list_vms(vms);
 	return kvmstats_list_vms(src->devfd, vms);
 }
 
@@ -155,7 +271,8 @@ int source_list_error(const struct source *src, int err)
 		return err == -ENOENT || err == -ENOTDIR ? EXIT_NODEV :
 							   exit_for(err);
 	}
-	errmsg("listing VMs: %s", kvmstats_strerror(err));
+	errmsg("listing VMs (%s): %s", source_name(src),
+	       kvmstats_strerror(err));
 	return exit_for(err);
 }
 
@@ -165,6 +282,9 @@ int source_vmref(const struct source *src, int pid, int fd,
 	*ref = NULL;
 	if (src->dir)
 		return 0; /* its pids are made up: nothing to hold */
+	if (src->native)
+		return kvmstats_vmref_open(-1, pid, fd, KVMSTATS_VMREF_NATIVE,
+					   ref);
 	return kvmstats_vmref_open(src->devfd, pid, fd, 0, ref);
 }
 
@@ -178,7 +298,9 @@ int source_file_open(const struct source *src, struct kvmstats_vmref *ref,
 	*f = NULL;
 	if (ref)
 		return kvmstats_vmref_file_open(ref, vcpu, flags, f);
-	if (!src->dir) {
+	if (src->native) {
+		sfd = kvmstats_native_get_stats_fd(pid, fd, vcpu);
+	} else if (!src->dir) {
 		sfd = kvmstats_get_stats_fd(src->devfd, pid, fd, vcpu);
 	} else {
 		if (vcpu < 0)

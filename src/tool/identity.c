@@ -256,6 +256,8 @@ int identity_vcpu_threads(const struct source *src, struct kvmstats_vmref *ref,
 	if (!src->dir) {
 		if (ref)
 			return kvmstats_vmref_list_vcpus(ref, out);
+		if (src->native)
+			return kvmstats_native_list_vcpus(pid, fd, out);
 		return kvmstats_list_vcpus(src->devfd, pid, fd, out);
 	}
 	if (!nr_vcpus)
@@ -331,6 +333,8 @@ static const struct {
 	{ "no-proc", "no /proc" },
 	{ "no-schedstat", "the kernel keeps no scheduler statistics" },
 	{ "error", "reading its figures failed" },
+	{ "native",
+	  "not known without the module (KVM does not say which thread runs a vCPU)" },
 };
 
 /* Which of thread_states[] (@flags, @err) is; -1: none, all is known. */
@@ -338,6 +342,8 @@ static int thread_state(unsigned int flags, int err)
 {
 	if (flags & KVMSTATS_VCPU_UNKNOWN)
 		return 3;
+	if (flags & KVMSTATS_VCPU_NATIVE)
+		return 9;
 	if (flags & KVMSTATS_VCPU_NEVER_RUN)
 		return 0;
 	if (flags & KVMSTATS_VCPU_TID_EXITED)

@@ -244,6 +244,9 @@ int schema_files(const struct source *src, const char *cmd, const char *sel,
 		if (src->dir)
 			errmsg("%s: no VM in KVMSTATS_STATS_DIR %s, and no schema/vm and schema/vcpu there, to read the descriptors from",
 			       cmd, src->dir);
+		else if (src->native)
+			errmsg("%s: no VM this process may inspect to read the descriptors from (without the module, KVM gives them only with a VM: start one)",
+			       cmd);
 		else
 			errmsg("%s: no VM on this host to read the descriptors from (this kvmstats module has no call for its own tables: start a VM)",
 			       cmd);
@@ -707,7 +710,17 @@ int main(int argc, char **argv)
 		return EXIT_OK;
 	}
 	if (!strcmp(argv[1], "--version")) {
+		struct source src;
+
 		printf("kvmstats %s\n", KVMSTATS_RELEASE);
+		source_path(&src);
+		printf("stats path: %s: %s\n",
+		       src.dir ?
+			       "a stats directory" :
+		       src.native ?
+			       "native (KVM_GET_STATS_FD on copies of the VMMs' fds, no module)" :
+			       "module (/dev/kvmstats)",
+		       src.why);
 		return EXIT_OK;
 	}
 	raise_nofile();

@@ -41,8 +41,14 @@ enum {
  * command reads VMs through these functions.
  */
 struct source {
-	int devfd;	 /* /dev/kvmstats, or -1 with a directory */
+	int devfd;	 /* /dev/kvmstats, or -1 with a directory or natively */
 	const char *dir; /* KVMSTATS_STATS_DIR, or NULL */
+	/*
+	 * No module: KVM_GET_STATS_FD on copies of the VMMs' fds, where the
+	 * kernel allows it (kvmstats_native_*(); see source_path()).
+	 */
+	bool native;
+	char why[200]; /* why this path: for --version and messages */
 };
 
 /* One stats object followed over time: a VM or one of its vCPUs. */
@@ -160,6 +166,10 @@ int bad_option(const char *cmd, int c, char **argv);
 
 /* host.c: the source of VMs. */
 void source_init(struct source *src); /* exits if there is none */
+/* What @src reads, in a few words: "/dev/kvmstats", ... */
+const char *source_name(const struct source *src);
+/* The path source_init() would take, and why, without opening it. */
+void source_path(struct source *src);
 /* The same without exiting: 0, or -errno (src->devfd stays -1). */
 int source_open(struct source *src);
 int source_list(const struct source *src, struct kvmstats_vm_info **vms);
