@@ -28,7 +28,9 @@
 #include "kvmstats_util.h"
 #include "json_check.h"
 
-#define TOOL	"/usr/bin/kvmstats"
+#define TOOL "/usr/bin/kvmstats"
+
+static bool native; /* no /dev/kvmstats: the tool's native path */
 #define OUT_MAX (1 << 20)
 
 static char out[OUT_MAX];
@@ -701,6 +703,37 @@ static int run_unprivileged(char *const argv[])
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
+/* run_unprivileged() with stdout into out[] too. */
+static int run_unprivileged_all(char *const argv[])
+{
+	size_t n = 0;
+	ssize_t r;
+	int p[2], st;
+	pid_t pid;
+
+	out[0] = '\0';
+	if (pipe(p))
+		return -1;
+	pid = fork();
+	if (pid == 0) {
+		dup2(p[1], 1);
+		dup2(p[1], 2);
+		close(p[0]);
+		if (setgroups(0, NULL) || setgid(65534) || setuid(65534))
+			_exit(125);
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	close(p[1]);
+	while (n + 1 < sizeof(out) &&
+	       (r = read(p[0], out + n, sizeof(out) - 1 - n)) > 0)
+		n += (size_t)r;
+	out[n] = '\0';
+	close(p[0]);
+	waitpid(pid, &st, 0);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
 /*
  * Permission denied on the device names its owner, mode and the udev
  * rule; the exporter, not allowed to read it, serves
@@ -787,6 +820,62 @@ static void check_no_permission(void)
 		  "... and logs why, at error, with the udev rule");
 	if (!strstr(out, "udev rule"))
 		tap_diag("%s", out);
+}
+
+/*
+ * Which path the tool takes (--version's second line), and why: the module
+ * where the kernel refuses KVM_GET_STATS_FD to other processes (every
+ * stock kernel, with the device), the native path where there is no
+ * device (the native configuration, whose kernel allows it).
+ */
+static void check_path(void)
+{
+	int rc = run(TOOL " --version");
+	const char *line = strchr(out, '\n');
+
+	line = line ? line + 1 : "";
+	if (native)
+		tap_check(
+			rc == 0 && !strncmp(line, "stats path: native (", 20),
+			"--version: the native path, without /dev/kvmstats (%.*s)",
+			(int)strcspn(line, "\n"), line);
+	else
+		tap_check(
+			rc == 0 && !strncmp(line, "stats path: module (", 20) &&
+				strstr(line,
+				       "the kernel refuses KVM_GET_STATS_FD to other processes"),
+			"--version: the module, the kernel asked and refusing other processes (%.*s)",
+			(int)strcspn(line, "\n"), line);
+}
+
+/*
+ * The native path's privilege: ptrace rights over each VMM.  As nobody
+ * (no CAP_SYS_PTRACE, another user than this VMM's), it lists none of
+ * root's VMs and cannot open one.
+ */
+static void check_native_unprivileged(struct vm *vm)
+{
+	char pidfd[32];
+	char *list[] = { "/bin/env", "KVMSTATS_PATH=native", TOOL, "list",
+			 NULL };
+	char *show[] = { "/bin/env", "KVMSTATS_PATH=native",
+			 TOOL,	     "show",
+			 pidfd,	     NULL };
+	char line[64];
+	int rc;
+
+	snprintf(pidfd, sizeof(pidfd), "%d:%d", getpid(), vm->fd);
+	snprintf(line, sizeof(line), "\n%-8d %5d ", getpid(), vm->fd);
+	rc = run_unprivileged_all(list);
+	tap_check(
+		rc == 0 && !strstr(out, line),
+		"native list as an unprivileged user: exit 0 (%d), none of root's VMs",
+		rc);
+	rc = run_unprivileged_all(show);
+	tap_check(
+		rc != 0 && strstr(out, "kvmstats: "),
+		"native show of root's VM as an unprivileged user fails, and says so (%d: %.*s)",
+		rc, (int)strcspn(out, "\n"), out);
 }
 
 static void check_errors(struct vm *vm)
@@ -889,23 +978,39 @@ int main(void)
 		tap_skip("no " TOOL " in the guest", "kvmstats tool tests");
 		return tap_exit();
 	}
-	dev = kvmstats_open();
-	close(dev);
+	/*
+	 * No /dev/kvmstats: the native configuration (a kernel with the
+	 * upstream/ series, no module), where the tool must take the native
+	 * path.  Everything below then checks that path against KVM's own
+	 * fds, as it checks the module's elsewhere.
+	 */
+	native = access("/dev/kvmstats", F_OK) != 0;
+	if (!native) {
+		dev = kvmstats_open();
+		close(dev);
+	}
 
 	/* No VM yet: the device cannot give its tables without one (yet). */
 	tap_eq(run(TOOL " schema 2>&1"), 5, "schema without a VM exits 5");
 	tap_check(
 		!strcmp(out,
-			"kvmstats: schema: no VM on this host to read the descriptors from (this kvmstats module has no call for its own tables: start a VM)\n"),
+			native ?
+				"kvmstats: schema: no VM this process may inspect to read the descriptors from (without the module, KVM gives them only with a VM: start one)\n" :
+				"kvmstats: schema: no VM on this host to read the descriptors from (this kvmstats module has no call for its own tables: start a VM)\n"),
 		"schema without a VM says why, on one line");
 
 	halted = vm_create(1, NULL);
 	vm_run_all_to_hlt(halted, GUEST_IO_COUNT, 17);
+	/* With a VM to ask: the tool asks the kernel, it does not guess. */
+	check_path();
 	nfd = vcpu_get_stats_fd(halted->vcpus[0]);
 	check_values(halted, nfd, "halted vCPU", false, false);
 	close(nfd);
 	check_errors(halted);
-	check_no_permission();
+	if (native)
+		check_native_unprivileged(halted);
+	else
+		check_no_permission();
 
 	/*
 	 * Histograms with data: an in-kernel irqchip VM whose vCPU sleeps in
