@@ -16,13 +16,11 @@
 #include <linux/types.h>
 
 /*
- * What the module cannot do without (x86-64, KVM as a module, binary
- * stats, CONFIG_KALLSYMS_ALL, MMU notifiers) is refused by Kbuild with the
- * reason; these only catch a build that bypassed it.
+ * What the module cannot do without (KVM, with binary stats) is refused by
+ * Kbuild with the reason; this only catches a build that bypassed it.
  */
-#if !defined(CONFIG_X86_64) || !IS_MODULE(CONFIG_KVM) || \
-	!defined(CONFIG_KALLSYMS_ALL) || !defined(CONFIG_MMU_NOTIFIER)
-#error "kvmstats: this kernel lacks what kvmstats needs (see Kbuild)"
+#if !IS_ENABLED(CONFIG_KVM)
+#error "kvmstats: this kernel has no KVM (see Kbuild)"
 #endif
 
 /*

@@ -1,18 +1,24 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
- * The fixed part of KVM's stats files (header and descriptors), taken from
- * the running KVM (kvmsyms.c), and the proof that it can be served exactly.
+ * The fixed part of KVM's stats files (header and descriptors), learned
+ * from the running KVM (probe.c), and the proof that it can be served
+ * exactly.
  *
  * A stats file is the header, the id, the descriptors and the data block;
- * kvmstats copies the data block from &kvm->stat or &vcpu->stat, whose
- * types and offsets come from the headers it was built against.  The
- * descriptors come from the running kernel.  So before serving anything,
- * kvmstats proves that the two agree, and refuses to load with the reason
- * if they do not.  It never serves numbers it cannot vouch for:
+ * kvmstats copies the data block from &kvm->stat or &vcpu->stat, and the id
+ * from kvm->stats_id or vcpu->stats_id, whose types and offsets come from
+ * the headers it was built against.  The header and descriptors come from
+ * the running kernel.  So before serving anything, kvmstats proves that
+ * the two agree, and refuses to load with the reason if they do not.  It
+ * never serves numbers it cannot vouch for:
  *
  *  - the header has the shape every binary-stats kernel gives it (id right
- *    after the header, descriptors after the id, data after them), and its
- *    descriptor count matches the table's size;
+ *    after the header, descriptors after the id, data after them), and the
+ *    data block of KVM's file is exactly as large as the headers' stat
+ *    struct;
+ *  - the id in KVM's file is the stats_id the headers' struct kvm and
+ *    struct kvm_vcpu hold for the same VM and vCPU: the headers place the
+ *    fields where the running kernel does;
  *  - every descriptor is well formed and inside the stat struct, and
  *    together they tile the headers' struct kvm_vm_stat / kvm_vcpu_stat
  *    exactly: no hole, no overlap.  A struct that grew or shrank between
@@ -36,6 +42,17 @@ struct kvmstats_layout kvmstats_vm_layout __ro_after_init;
 struct kvmstats_layout kvmstats_vcpu_layout __ro_after_init;
 
 static struct kvmstats_ktable kvmstats_vm_table, kvmstats_vcpu_table;
+
+static const struct kvm_stats_header *
+kvmstats_table_header(const struct kvmstats_ktable *t)
+{
+	return t->image;
+}
+
+static const void *kvmstats_table_desc(const struct kvmstats_ktable *t)
+{
+	return t->image + kvmstats_table_header(t)->desc_offset;
+}
 
 /* The generic statistics, as the headers see them. */
 static const struct kvmstats_kdesc kvmstats_vm_generic[] = {
@@ -65,17 +82,33 @@ static const char *kvmstats_desc_name(const struct kvm_stats_desc *d)
 }
 
 static int kvmstats_check_header(const struct kvmstats_ktable *t,
-				 const char *what)
+				 size_t data_size, const char *what)
 {
-	const struct kvm_stats_header *h = &t->header;
-	size_t desc_size = (size_t)h->num_desc * KVMSTATS_DESC_SIZE;
+	const struct kvm_stats_header *h = t->image;
+	size_t desc_size;
 
+	if (t->size < sizeof(*h)) {
+		pr_err("%s stats: the running KVM's file is only %zu bytes\n",
+		       what, t->size);
+		return -EINVAL;
+	}
+	desc_size = (size_t)h->num_desc * KVMSTATS_DESC_SIZE;
 	if (h->flags || h->name_size != KVM_STATS_NAME_SIZE ||
 	    h->id_offset != sizeof(*h) ||
 	    h->desc_offset != h->id_offset + h->name_size ||
-	    h->data_offset != h->desc_offset + desc_size ||
-	    t->desc_size != desc_size || !h->num_desc) {
+	    h->data_offset != h->desc_offset + desc_size || !h->num_desc ||
+	    h->data_offset > t->size) {
 		pr_err("%s stats: the running KVM's header has a shape kvmstats does not know\n",
+		       what);
+		return -EINVAL;
+	}
+	if (t->size - h->data_offset != data_size) {
+		pr_err("%s stats: the running KVM's data block is %zu bytes, the headers' stat struct %zu: the headers are not this kernel's\n",
+		       what, t->size - h->data_offset, data_size);
+		return -EINVAL;
+	}
+	if (memcmp(t->image + h->id_offset, t->struct_id, h->name_size)) {
+		pr_err("%s stats: the id in KVM's file is not the one the headers' struct holds: the headers are not this kernel's\n",
 		       what);
 		return -EINVAL;
 	}
@@ -86,10 +119,11 @@ static int kvmstats_check_header(const struct kvmstats_ktable *t,
 static int kvmstats_check_tiling(const struct kvmstats_ktable *t,
 				 size_t data_size, const char *what)
 {
+	u32 i, nr = kvmstats_table_header(t)->num_desc;
+	const void *desc = kvmstats_table_desc(t);
 	size_t slots = data_size / sizeof(u64);
 	unsigned long *used;
 	int ret = -EINVAL;
-	u32 i;
 
 	if (!data_size || data_size % sizeof(u64))
 		return -EINVAL;
@@ -97,8 +131,8 @@ static int kvmstats_check_tiling(const struct kvmstats_ktable *t,
 	if (!used)
 		return -ENOMEM;
 
-	for (i = 0; i < t->header.num_desc; i++) {
-		const struct kvm_stats_desc *d = kvmstats_desc(t->desc, i);
+	for (i = 0; i < nr; i++) {
+		const struct kvm_stats_desc *d = kvmstats_desc(desc, i);
 		const char *name = kvmstats_desc_name(d);
 		size_t first = d->offset / sizeof(u64);
 
@@ -135,26 +169,27 @@ static int kvmstats_check_generic(const struct kvmstats_ktable *t,
 				  const struct kvmstats_kdesc *generic,
 				  size_t nr_generic, const char *what)
 {
+	u32 i, nr = kvmstats_table_header(t)->num_desc;
+	const void *desc = kvmstats_table_desc(t);
 	size_t g;
-	u32 i;
 
 	for (g = 0; g < nr_generic; g++) {
 		const struct kvm_stats_desc *want = (const void *)&generic[g];
 		const char *name = kvmstats_desc_name(want);
 
-		for (i = 0; i < t->header.num_desc; i++) {
-			const struct kvm_stats_desc *d = kvmstats_desc(t->desc, i);
+		for (i = 0; i < nr; i++) {
+			const struct kvm_stats_desc *d = kvmstats_desc(desc, i);
 
 			if (!strncmp(kvmstats_desc_name(d), name,
 				     KVM_STATS_NAME_SIZE))
 				break;
 		}
-		if (i == t->header.num_desc) {
+		if (i == nr) {
 			pr_err("%s stats: the running KVM has no %s, which the headers have\n",
 			       what, name);
 			return -EINVAL;
 		}
-		if (memcmp(kvmstats_desc(t->desc, i), want,
+		if (memcmp(kvmstats_desc(desc, i), want,
 			   offsetof(struct kvm_stats_desc, name))) {
 			pr_err("%s stats: the running KVM and the headers describe %s differently\n",
 			       what, name);
@@ -172,7 +207,7 @@ static int kvmstats_layout_init(struct kvmstats_layout *l,
 {
 	int ret;
 
-	ret = kvmstats_check_header(t, what);
+	ret = kvmstats_check_header(t, data_size, what);
 	if (!ret)
 		ret = kvmstats_check_tiling(t, data_size, what);
 	if (!ret)
@@ -180,11 +215,11 @@ static int kvmstats_layout_init(struct kvmstats_layout *l,
 	if (ret)
 		return ret;
 
-	l->header = t->header;
-	l->desc = t->desc;
-	l->desc_size = t->desc_size;
+	l->header = *kvmstats_table_header(t);
+	l->desc = kvmstats_table_desc(t);
+	l->desc_size = l->header.data_offset - l->header.desc_offset;
 	l->data_size = data_size;
-	l->file_size = t->header.data_offset + data_size;
+	l->file_size = t->size;
 	return 0;
 }
 

@@ -6,20 +6,32 @@
 #include <linux/fs.h>
 #include <linux/kvm_host.h>
 #include <linux/rcupdate.h>
+#include <linux/seqlock.h>
 #include <uapi/linux/kvmstats.h>
 
 #include "compat.h"
 
-/* ----- kvmsyms.c: what is read from the loaded kvm module ----- */
+/* ----- main.c: a debug build's knob ----- */
+
+#ifdef KVMSTATS_DEBUG
+void kvmstats_debug_read_delay(void);
+#else
+static inline void kvmstats_debug_read_delay(void)
+{
+}
+#endif
+
+/* ----- probe.c: what is learned from the running KVM ----- */
 
 /*
- * A stats table of the running KVM: its header and its descriptors, copied
- * out of the kvm module at load.
+ * A stats file of the running KVM, read whole at load (header, id,
+ * descriptors, data), and the stats_id the headers' struct kvm or struct
+ * kvm_vcpu held for the same VM or vCPU.
  */
 struct kvmstats_ktable {
-	struct kvm_stats_header header;
-	void *desc;
-	size_t desc_size;
+	void *image;
+	size_t size;
+	char struct_id[KVM_STATS_NAME_SIZE];
 };
 
 int kvmstats_kvm_init(struct kvmstats_ktable *vm, struct kvmstats_ktable *vcpu);
@@ -62,8 +74,16 @@ void kvmstats_vm_ref_put(struct kvmstats_vm_ref *ref);
 
 long kvmstats_list_vms(struct kvmstats_vm_list __user *ulist);
 long kvmstats_list_pidfd(struct kvmstats_pidfd_list __user *ulist);
+
+/*
+ * Find the VM file open as @req->fd in the process @req names, and call
+ * @fn(@ctx, file) on it, under the locks that keep it open (spinlocks:
+ * @fn must not sleep).  @fn returns 0 or a negative errno.
+ */
+int kvmstats_find_vm(const struct kvmstats_fd_request *req,
+		     int (*fn)(void *ctx, struct file *file), void *ctx);
 int kvmstats_get_vm(const struct kvmstats_fd_request *req,
-		    struct kvmstats_vm_ref *ref);
+		    struct kvmstats_vm_ref *ref, struct pid **vmmp);
 
 /* ----- vcpus.c: the vCPUs of a VM and their threads ----- */
 
@@ -75,15 +95,17 @@ struct kvmstats_tracker;
 
 /*
  * A stats file.  @data is what reads copy from: the live &kvm->stat or
- * &vcpu->stat while the VM's creator lives, @frozen once its address space
- * is gone (vm.c).  Readers load @data under rcu_read_lock(); @frozen and @id
- * live as long as the file.  @frozen is allocated with the file but apart
- * from it, so that the small part a read touches packs densely: a sweep of
+ * &vcpu->stat while someone but kvmstats holds the VM, @frozen once nobody
+ * does (vm.c).  Readers load @data under rcu_read_lock() and copy inside a
+ * read section of @seq, which a freeze writes; @frozen and @id live as
+ * long as the file.  @frozen is allocated with the file but apart from it,
+ * so that the small part a read touches packs densely: a sweep of
  * thousands of files then touches fewer pages.
  */
 struct kvmstats_file {
 	const struct kvmstats_layout *layout;
 	const void __rcu *data;
+	seqcount_t seq;
 	const void *live;
 	u64 *frozen;			/* layout->data_size bytes */
 	struct kvmstats_tracker *vm;	/* NULL when frozen; under kvmstats_vm_lock */
@@ -94,10 +116,16 @@ struct kvmstats_file {
 extern atomic_t kvmstats_live_files;
 extern atomic_t kvmstats_live_vms;
 
-int kvmstats_stats_fd(struct kvmstats_vm_ref *ref, int vcpu);
+int kvmstats_stats_fd(const struct kvmstats_fd_request *req);
 long kvmstats_read_batch(struct kvmstats_read_batch __user *ubatch);
+void kvmstats_file_freeze(struct kvmstats_file *sf);
 
-int kvmstats_vm_attach(struct kvmstats_file *sf, struct kvmstats_vm_ref *ref);
+struct kvmstats_tracker *kvmstats_vm_alloc(void);
+void kvmstats_vm_free(struct kvmstats_tracker *vm);
+void kvmstats_vm_attach(struct kvmstats_file *sf, struct kvmstats_vm_ref *ref,
+			struct pid *vmm, struct kvmstats_tracker *spare);
+void kvmstats_vm_release(struct kvmstats_vm_ref *ref, struct pid *vmm,
+			 struct kvmstats_tracker *spare);
 void kvmstats_vm_detach(struct kvmstats_file *sf);
 int kvmstats_vm_init(void);
 void kvmstats_vm_exit(void);

@@ -128,70 +128,48 @@ out:
 }
 
 /*
- * Could this address space have created a VM that is still alive?  KVM
- * registers an MMU notifier on the creating process's mm in kvm_create_vm()
- * (VM creation fails if it cannot), and an mm's notifier subscriptions, once
- * allocated, live until the mm itself is freed.  So an mm without them has
- * no live VM, and the host-wide scan can skip the file table of every
- * process that is not a VMM (nearly all of them) without missing any VM.
+ * The address space of process @leader, from any thread that still has
+ * one, pinned with mmgrab() (for identity: never used as an address space);
+ * NULL when no thread has one left.
  */
-static bool kvmstats_maybe_vmm(const struct mm_struct *mm)
+static struct mm_struct *kvmstats_process_mm(struct task_struct *leader)
 {
-	return mm && READ_ONCE(mm->notifier_subscriptions);
-}
+	struct mm_struct *mm = NULL;
+	struct task_struct *t;
 
-/* How kvmstats_iterate_process() walks a process. */
-enum kvmstats_walk {
-	KVMSTATS_WALK_ANY,	/* any process with a file table */
-	KVMSTATS_WALK_CREATORS,	/* only processes that may have created VMs */
-};
+	rcu_read_lock();
+	for_each_thread(leader, t) {
+		task_lock(t);
+		mm = t->mm;
+		if (mm)
+			mmgrab(mm);
+		task_unlock(t);
+		if (mm)
+			break;
+	}
+	rcu_read_unlock();
+	return mm;
+}
 
 /*
  * Call iterate_fd(@fn, @ctx) from fd @first on the file table of process
- * @leader.  -ESRCH if no thread has a file table left: the process has
- * exited.  *@mmp is the process's address space (a reference the caller
- * drops with mmdrop()), or NULL when no thread has one left.
- *
- * With KVMSTATS_WALK_CREATORS, 0 is returned without a walk for a process
- * that cannot have created a live VM, and for the child of a vfork(): it
- * borrows its parent's address space (and holds copies of its parent's
- * fds) until it execs or exits, and the VMs are its parent's.
+ * @leader, taken from any thread that still has one.  -ESRCH if none has:
+ * the process has exited.
  */
-static int kvmstats_iterate_process(struct task_struct *leader,
-				    unsigned int first,
-				    enum kvmstats_walk walk,
-				    int (*fn)(const void *, struct file *,
-					      unsigned int),
-				    const void *ctx, struct mm_struct **mmp)
+static int kvmstats_process_files(struct task_struct *leader,
+				  unsigned int first,
+				  int (*fn)(const void *, struct file *,
+					    unsigned int),
+				  const void *ctx)
 {
-	struct mm_struct *mm = NULL;
-	bool borrowed = false;
 	struct task_struct *t;
 	int ret = -ESRCH;
 
 	rcu_read_lock();
 	for_each_thread(leader, t) {
 		task_lock(t);
-		if (t->mm) {
-			mm = t->mm;
-			mmgrab(mm);
-			/* CLONE_VFORK alone leaves the child an mm of its own. */
-			borrowed = t->vfork_done &&
-				   mm == READ_ONCE(rcu_dereference(t->real_parent)->mm);
-		}
-		task_unlock(t);
-		if (mm)
-			break;
-	}
-	*mmp = mm;
-	for_each_thread(leader, t) {
-		task_lock(t);
 		if (t->files) {
-			if (walk == KVMSTATS_WALK_CREATORS &&
-			    (borrowed || !kvmstats_maybe_vmm(mm)))
-				ret = 0;
-			else
-				ret = iterate_fd(t->files, first, fn, ctx);
+			ret = iterate_fd(t->files, first, fn, ctx);
 			task_unlock(t);
 			break;
 		}
@@ -223,59 +201,52 @@ static bool kvmstats_may_probe(struct task_struct *task)
 
 struct kvmstats_fd_query {
 	unsigned int fd;
-	struct kvmstats_vm_ref *ref;
+	struct mm_struct *mm;	/* the process's, or NULL */
+	int (*fn)(void *ctx, struct file *file);
+	void *ctx;
+	int err;		/* what @fn returned */
+	bool creator;		/* the VM was created by this process */
 };
 
 enum {
 	KVMSTATS_FOUND = 1,
 	KVMSTATS_NOT_OPEN,
 	KVMSTATS_NOT_VM,
-	KVMSTATS_NO_MODULE,
+	KVMSTATS_FN_FAILED,
 };
 
 static int kvmstats_match_fd(const void *ctx, struct file *file,
 			     unsigned int fd)
 {
-	const struct kvmstats_fd_query *q = ctx;
-	struct module *owner;
-	struct kvm *kvm;
+	struct kvmstats_fd_query *q = (struct kvmstats_fd_query *)ctx;
+	const struct kvm *kvm;
 
 	/* iterate_fd() moves on to the next open fd: stop there. */
 	if (fd != q->fd)
 		return KVMSTATS_NOT_OPEN;
 	if (!kvmstats_is_vm_file(file))
 		return KVMSTATS_NOT_VM;
-
-	/*
-	 * Where the VM file's owner is the vendor module (6.12 and later),
-	 * the VM file pins it but a VM reference alone does not, and
-	 * destroying the VM runs its code: take the module too.  Where the
-	 * owner is kvm itself (6.1), the VM reference pins the vendor module.
-	 */
-	owner = file->f_op->owner;
-	if (!try_module_get(owner))
-		return KVMSTATS_NO_MODULE;
+	/* An open VM file holds a VM reference: the VM is alive here. */
 	kvm = file->private_data;
-	if (!kvm_get_kvm_safe(kvm)) {
-		module_put(owner);
-		return KVMSTATS_NOT_VM;
-	}
-	q->ref->kvm = kvm;
-	q->ref->vendor = owner;
-	return KVMSTATS_FOUND;
+	q->creator = q->mm && kvm->mm == q->mm;
+	q->err = q->fn(q->ctx, file);
+	return q->err ? KVMSTATS_FN_FAILED : KVMSTATS_FOUND;
 }
 
 /*
- * Take a reference on the VM whose VM file is open as @req->fd in the
- * process @req->pid names (a pid of the caller's pid namespace, or a
- * pidfd with KVMSTATS_FD_PIDFD).
+ * Find the VM file open as @req->fd in the process @req->pid names (a pid
+ * of the caller's pid namespace, or a pidfd with KVMSTATS_FD_PIDFD), and
+ * call @fn on it under the locks that keep it open.  On success *@taskp is
+ * the process (a task reference) and *@creator tells whether it created
+ * the VM.
  */
-int kvmstats_get_vm(const struct kvmstats_fd_request *req,
-		    struct kvmstats_vm_ref *ref)
+static int kvmstats_find_vm_task(const struct kvmstats_fd_request *req,
+				 int (*fn)(void *ctx, struct file *file),
+				 void *ctx, struct task_struct **taskp,
+				 bool *creator)
 {
-	struct kvmstats_fd_query q = { .fd = req->fd, .ref = ref };
+	struct kvmstats_fd_query q = { .fd = req->fd, .fn = fn, .ctx = ctx };
 	struct task_struct *task;
-	struct mm_struct *mm;
 	bool precise;
 	int ret;
 
@@ -289,33 +260,109 @@ int kvmstats_get_vm(const struct kvmstats_fd_request *req,
 			return -ESRCH;
 	}
 	precise = kvmstats_may_probe(task);
+	q.mm = kvmstats_process_mm(task);
 	/*
 	 * A negative fd still needs a live process (ESRCH comes first):
 	 * starting the walk at UINT_MAX visits no fd and reports "not open".
 	 */
-	ret = kvmstats_iterate_process(task, req->fd < 0 ? UINT_MAX : req->fd,
-				       KVMSTATS_WALK_ANY, kvmstats_match_fd,
-				       &q, &mm);
-	put_task_struct(task);
-	if (mm)
-		mmdrop(mm);
+	ret = kvmstats_process_files(task, req->fd < 0 ? UINT_MAX : req->fd,
+				     kvmstats_match_fd, &q);
+	if (q.mm)
+		mmdrop(q.mm);
 
 	switch (ret) {
 	case KVMSTATS_FOUND:
+		*taskp = task;
+		*creator = q.creator;
 		return 0;
 	case 0:			/* nothing open at or above the fd */
 	case KVMSTATS_NOT_OPEN:
-		return -EBADF;
+		ret = -EBADF;
+		break;
 	case KVMSTATS_NOT_VM:
-		return precise ? -EINVAL : -EBADF;
-	case KVMSTATS_NO_MODULE:
-		return -ENODEV;
-	default:
-		return ret;
+		ret = precise ? -EINVAL : -EBADF;
+		break;
+	case KVMSTATS_FN_FAILED:
+		ret = q.err;
+		break;
 	}
+	put_task_struct(task);
+	return ret;
+}
+
+int kvmstats_find_vm(const struct kvmstats_fd_request *req,
+		     int (*fn)(void *ctx, struct file *file), void *ctx)
+{
+	struct task_struct *task;
+	bool creator;
+	int ret;
+
+	ret = kvmstats_find_vm_task(req, fn, ctx, &task, &creator);
+	if (!ret)
+		put_task_struct(task);
+	return ret;
+}
+
+static int kvmstats_take_vm(void *ctx, struct file *file)
+{
+	struct kvmstats_vm_ref *ref = ctx;
+	struct module *owner;
+	struct kvm *kvm;
+
+	/*
+	 * Where the VM file's owner is the vendor module (6.12 and later),
+	 * the VM file pins it but a VM reference alone does not, and
+	 * destroying the VM runs its code: take the module too.  Where the
+	 * owner is kvm itself (6.1), the VM reference pins the vendor module;
+	 * where KVM is built in, there is no module at all.
+	 */
+	owner = file->f_op->owner;
+	if (!try_module_get(owner))
+		return -ENODEV;
+	kvm = file->private_data;
+	if (!kvm_get_kvm_safe(kvm)) {
+		module_put(owner);
+		return -EBADF;
+	}
+	ref->kvm = kvm;
+	ref->vendor = owner;
+	return 0;
+}
+
+/*
+ * Take a reference on the VM whose VM file is open as @req->fd in the
+ * process @req names, and in *@vmmp that process (a struct pid reference)
+ * if it created the VM, else NULL.
+ */
+int kvmstats_get_vm(const struct kvmstats_fd_request *req,
+		    struct kvmstats_vm_ref *ref, struct pid **vmmp)
+{
+	struct task_struct *task;
+	bool creator;
+	int ret;
+
+	ret = kvmstats_find_vm_task(req, kvmstats_take_vm, ref, &task,
+				    &creator);
+	if (ret)
+		return ret;
+	*vmmp = creator ? get_task_pid(task, PIDTYPE_TGID) : NULL;
+	put_task_struct(task);
+	return 0;
 }
 
 /* ----- listing ----- */
+
+/*
+ * A process's file table is walked in chunks: the file-table lock is held
+ * for at most KVMSTATS_SCAN_FDS open files at a time, and between chunks
+ * the walk may be preempted or ended by a fatal signal.  A chunk also ends
+ * when KVMSTATS_SCAN_VMS VM files have been found in it: the caller's
+ * array gets them before the walk goes on.
+ */
+#define KVMSTATS_SCAN_FDS	256
+#define KVMSTATS_SCAN_VMS	32
+/* The set of listed VMs holds this many, or as many as the caller's room. */
+#define KVMSTATS_SEEN_MIN	1024
 
 struct kvmstats_found {
 	const struct kvm *kvm;	/* identity only: never dereferenced */
@@ -323,22 +370,25 @@ struct kvmstats_found {
 	u32 nr_vcpus;
 };
 
-/* What one process's walk collects. */
+/* One chunk of a process's walk. */
 struct kvmstats_scan {
-	struct mm_struct *mm;
-	struct kvmstats_found *found;
+	struct mm_struct *mm;		/* the process's */
+	struct kvmstats_found *found;	/* KVMSTATS_SCAN_VMS entries */
 	unsigned int nr;
-	unsigned int room;
-	bool overflow;
+	unsigned int visited;
+	unsigned int next;		/* where the next chunk starts */
+	bool more;
 };
 
 /*
  * The VMs already listed by this call, by identity: a VM appears once, at
- * its creator's lowest fd for it, even when processes share its creator's
- * address space without being one thread group (clone(CLONE_VM) without
- * CLONE_THREAD).  An open-addressing set of (VM, address space) pairs,
- * grown outside the walk's spinlocks: linear in the fds walked, however
- * many VMs a process holds.
+ * its creator's lowest fd for it, even when several processes share its
+ * creator's address space (a vfork() child until it execs, a
+ * clone(CLONE_VM) sibling): the first of them in pid order lists it.  An
+ * open-addressing set of (VM, address space) pairs, grown outside the
+ * walk's spinlocks, with room for at most KVMSTATS_SEEN_MIN VMs or as many
+ * as the caller's array, whichever is more: beyond that, VMs are only
+ * counted (see kvmstats_seen_add()).
  *
  * Nothing pins a listed VM between processes: it may be destroyed and a
  * new VM allocated at its address before the walk is over.  Each entry
@@ -359,6 +409,7 @@ struct kvmstats_seen {
 	struct kvmstats_seen_vm *slot;
 	unsigned int bits;
 	unsigned int nr;
+	unsigned int cap;	/* at most this many entries: the caller's room */
 };
 
 static int kvmstats_seen_grow(struct kvmstats_seen *s)
@@ -367,7 +418,7 @@ static int kvmstats_seen_grow(struct kvmstats_seen *s)
 	struct kvmstats_seen_vm *old = s->slot;
 	unsigned int i, size = 1U << s->bits;
 
-	s->slot = kvcalloc(1UL << bits, sizeof(*s->slot), GFP_KERNEL);
+	s->slot = kvcalloc(1UL << bits, sizeof(*s->slot), GFP_KERNEL_ACCOUNT);
 	if (!s->slot) {
 		s->slot = old;
 		return -ENOMEM;
@@ -386,20 +437,34 @@ static int kvmstats_seen_grow(struct kvmstats_seen *s)
 	return 0;
 }
 
-/* Add (@kvm, @mm) to @s: 1 if it is new, 0 if it was there, or -ENOMEM. */
+/*
+ * Add (@kvm, @mm) to @s: 1 if it is new, 0 if it was there, or -ENOMEM.
+ * Once the set is full (more VMs than KVMSTATS_SEEN_MIN and than the
+ * caller has room for), further VMs are reported new without being added:
+ * the listing fails with E2BIG then, and its count may include a VM more
+ * than once (a dup'd fd of it), never less than once.
+ */
 static int kvmstats_seen_add(struct kvmstats_seen *s, const struct kvm *kvm,
 			     struct mm_struct *mm)
 {
 	unsigned long h, mask;
 
+	if (s->slot) {
+		mask = (1UL << s->bits) - 1;
+		for (h = hash_ptr(kvm, s->bits); s->slot[h].kvm;
+		     h = (h + 1) & mask)
+			if (s->slot[h].kvm == kvm && s->slot[h].mm == mm)
+				return 0;
+	}
+	if (s->nr >= s->cap)
+		return 1;
 	/* At most half full, so probes stay short. */
 	if ((!s->slot || 2 * (s->nr + 1) > (1U << s->bits)) &&
 	    kvmstats_seen_grow(s))
 		return -ENOMEM;
 	mask = (1UL << s->bits) - 1;
 	for (h = hash_ptr(kvm, s->bits); s->slot[h].kvm; h = (h + 1) & mask)
-		if (s->slot[h].kvm == kvm && s->slot[h].mm == mm)
-			return 0;
+		;
 	mmgrab(mm);
 	s->slot[h].kvm = kvm;
 	s->slot[h].mm = mm;
@@ -423,67 +488,23 @@ static int kvmstats_scan_fd(const void *ctx, struct file *file,
 	struct kvmstats_scan *s = (struct kvmstats_scan *)ctx;
 	const struct kvm *kvm;
 
-	if (!kvmstats_is_vm_file(file))
-		return 0;
-	kvm = file->private_data;
 	/* Listed under its creator only: not dups passed to others. */
-	if (!s->mm || kvm->mm != s->mm)
-		return 0;
-	/*
-	 * Every VM fd is kept, dups included, in increasing fd order; the
-	 * lister keeps the first of each VM (the lowest fd), by hash.
-	 */
-	if (s->nr == s->room) {
-		s->overflow = true;
+	if (kvmstats_is_vm_file(file)) {
+		kvm = file->private_data;
+		if (kvm->mm == s->mm) {
+			s->found[s->nr].kvm = kvm;
+			s->found[s->nr].fd = fd;
+			s->found[s->nr].nr_vcpus =
+				atomic_read(&kvm->online_vcpus);
+			s->nr++;
+		}
+	}
+	if (s->nr == KVMSTATS_SCAN_VMS || ++s->visited == KVMSTATS_SCAN_FDS) {
+		s->next = fd + 1;
+		s->more = true;
 		return 1;
 	}
-	s->found[s->nr].kvm = kvm;
-	s->found[s->nr].fd = fd;
-	s->found[s->nr].nr_vcpus = atomic_read(&kvm->online_vcpus);
-	s->nr++;
 	return 0;
-}
-
-/* Give back the reference on the walked process's address space. */
-static void kvmstats_scan_put_mm(struct kvmstats_scan *s)
-{
-	if (s->mm)
-		mmdrop(s->mm);
-	s->mm = NULL;
-}
-
-/*
- * Collect the VMs created by process @task into @s, growing @s->found as
- * needed (the walk runs under spinlocks, so it restarts after growing).
- * -ESRCH if the process has exited.  On success, @s->mm is the process's
- * address space (or NULL), which the caller gives back with
- * kvmstats_scan_put_mm().
- */
-static int kvmstats_scan_process(struct task_struct *task,
-				 struct kvmstats_scan *s)
-{
-	int ret;
-
-	for (;;) {
-		s->nr = 0;
-		s->overflow = false;
-		ret = kvmstats_iterate_process(task, 0, KVMSTATS_WALK_CREATORS,
-					       kvmstats_scan_fd, s, &s->mm);
-		if (ret != -ESRCH && !s->overflow)
-			return 0;
-		kvmstats_scan_put_mm(s);
-		if (ret == -ESRCH) {
-			s->nr = 0;
-			return ret;	/* exited: it has no VMs to list */
-		}
-
-		kvfree(s->found);
-		s->room *= 2;
-		s->found = kvmalloc_array(s->room, sizeof(*s->found),
-					  GFP_KERNEL);
-		if (!s->found)
-			return -ENOMEM;
-	}
 }
 
 /* One listing: where the entries go, and what has been listed. */
@@ -501,27 +522,25 @@ static int kvmstats_lister_init(struct kvmstats_lister *l,
 	memset(l, 0, sizeof(*l));
 	l->uvms = uvms;
 	l->room = room;
-	l->scan.room = 16;
-	l->scan.found = kvmalloc_array(l->scan.room, sizeof(*l->scan.found),
-				       GFP_KERNEL);
+	l->seen.cap = max_t(u32, room, KVMSTATS_SEEN_MIN);
+	l->scan.found = kmalloc_array(KVMSTATS_SCAN_VMS, sizeof(*l->scan.found),
+				      GFP_KERNEL_ACCOUNT);
 	return l->scan.found ? 0 : -ENOMEM;
 }
 
 static void kvmstats_lister_fini(struct kvmstats_lister *l)
 {
-	kvfree(l->scan.found);
+	kfree(l->scan.found);
 	kvmstats_seen_fini(&l->seen);
 }
 
-/* List the VMs of @task, whose pid in the caller's namespace is @nr. */
-static int kvmstats_list_process(struct kvmstats_lister *l,
-				 struct task_struct *task, pid_t nr)
+/* Give the caller the VMs of the chunk just walked. */
+static int kvmstats_list_chunk(struct kvmstats_lister *l, pid_t nr)
 {
 	unsigned int i;
 	int ret;
 
-	ret = kvmstats_scan_process(task, &l->scan);
-	for (i = 0; !ret && i < l->scan.nr; i++) {
+	for (i = 0; i < l->scan.nr; i++) {
 		const struct kvmstats_found *f = &l->scan.found[i];
 		struct kvmstats_vm vm = {
 			.pid = nr,
@@ -532,17 +551,53 @@ static int kvmstats_list_process(struct kvmstats_lister *l,
 		/* Found only under its creator: l->scan.mm is kvm->mm. */
 		ret = kvmstats_seen_add(&l->seen, f->kvm, l->scan.mm);
 		if (ret < 0)
-			break;
+			return ret;
 		if (!ret)
 			continue;	/* a dup, or listed under another process */
-		ret = 0;
 		if (l->total < l->room &&
 		    copy_to_user(&l->uvms[l->total], &vm, sizeof(vm)))
-			ret = -EFAULT;
+			return -EFAULT;
 		l->total++;
 	}
-	kvmstats_scan_put_mm(&l->scan);
-	return ret;
+	return 0;
+}
+
+/* Between chunks and processes: let others run, stop for a fatal signal. */
+static int kvmstats_list_pause(void)
+{
+	cond_resched();
+	return fatal_signal_pending(current) ? -EINTR : 0;
+}
+
+/*
+ * List the VMs created by @task, whose pid in the caller's namespace is
+ * @nr, chunk by chunk.  A process with no address space left created no
+ * VM that it can list; one with no file table left has exited.
+ */
+static int kvmstats_list_process(struct kvmstats_lister *l,
+				 struct task_struct *task, pid_t nr)
+{
+	struct kvmstats_scan *s = &l->scan;
+	int ret;
+
+	s->mm = kvmstats_process_mm(task);
+	if (!s->mm)
+		return 0;
+	s->next = 0;
+	do {
+		s->nr = 0;
+		s->visited = 0;
+		s->more = false;
+		ret = kvmstats_process_files(task, s->next, kvmstats_scan_fd, s);
+		if (ret < 0)
+			break;		/* exited meanwhile: nothing to list */
+		ret = kvmstats_list_chunk(l, nr);
+		if (!ret && s->more)
+			ret = kvmstats_list_pause();
+	} while (!ret && s->more);
+	mmdrop(s->mm);
+	s->mm = NULL;
+	return ret == -ESRCH ? 0 : ret;
 }
 
 /* Report the count; E2BIG if the entries did not fit. */
@@ -556,7 +611,9 @@ static long kvmstats_list_done(struct kvmstats_lister *l, u32 __user *unr)
 /*
  * KVMSTATS_LIST_VMS.  Processes are visited in pid order of the caller's
  * namespace, as /proc lists them, one at a time and with no lock held
- * between them; the entries go straight to the caller's array.
+ * between them; the entries go straight to the caller's array.  Every pid
+ * visited, a thread's as well as a process's, is a point where the walk
+ * may be preempted or ended by a fatal signal.
  */
 long kvmstats_list_vms(struct kvmstats_vm_list __user *ulist)
 {
@@ -589,21 +646,15 @@ long kvmstats_list_vms(struct kvmstats_vm_list __user *ulist)
 		rcu_read_unlock();
 		if (!pid)
 			break;
-		if (!task)
-			continue;
-
-		ret = kvmstats_list_process(&l, task, nr);
-		put_task_struct(task);
-		if (ret == -ESRCH)
-			ret = 0;	/* exited meanwhile: nothing to list */
+		if (task) {
+			ret = kvmstats_list_process(&l, task, nr);
+			put_task_struct(task);
+			if (ret)
+				goto out;
+		}
+		ret = kvmstats_list_pause();
 		if (ret)
 			goto out;
-
-		if (fatal_signal_pending(current)) {
-			ret = -EINTR;
-			goto out;
-		}
-		cond_resched();
 	}
 	ret = kvmstats_list_done(&l, &ulist->nr);
 out:

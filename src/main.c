@@ -9,6 +9,7 @@
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
+#include <linux/delay.h>
 #include <linux/fs.h>
 #include <linux/miscdevice.h>
 #include <linux/module.h>
@@ -20,19 +21,13 @@
 static long kvmstats_ioctl_get_stats_fd(struct kvmstats_fd_request __user *ureq)
 {
 	struct kvmstats_fd_request req;
-	struct kvmstats_vm_ref ref;
-	int ret;
 
 	if (copy_from_user(&req, ureq, sizeof(req)))
 		return -EFAULT;
 	if ((req.flags & ~KVMSTATS_FD_PIDFD) || req.reserved[0] ||
 	    req.reserved[1] || req.vcpu < -1)
 		return -EINVAL;
-
-	ret = kvmstats_get_vm(&req, &ref);
-	if (ret)
-		return ret;
-	return kvmstats_stats_fd(&ref, req.vcpu);
+	return kvmstats_stats_fd(&req);
 }
 
 static long kvmstats_dev_ioctl(struct file *file, unsigned int cmd,
@@ -86,6 +81,26 @@ module_param_cb(live_files, &kvmstats_counter_ops, &kvmstats_live_files, 0444);
 MODULE_PARM_DESC(live_files, "Stats files currently open (read-only)");
 module_param_cb(live_vms, &kvmstats_counter_ops, &kvmstats_live_vms, 0444);
 MODULE_PARM_DESC(live_vms, "VMs kvmstats holds a reference on (read-only)");
+
+#ifdef KVMSTATS_DEBUG
+/*
+ * Debug builds (KVMSTATS_DEBUG=y): widen the window between loading a
+ * file's data pointer and copying from it, for the test that races reads
+ * with a freeze.  One read busy-waits, then the knob is back at 0.
+ */
+static int kvmstats_read_delay_ms;
+module_param_named(read_delay_ms, kvmstats_read_delay_ms, int, 0644);
+MODULE_PARM_DESC(read_delay_ms,
+		 "Debug builds: busy-wait this long in the next read's read section");
+
+void kvmstats_debug_read_delay(void)
+{
+	int ms = xchg(&kvmstats_read_delay_ms, 0);
+
+	if (ms > 0)
+		mdelay(ms);
+}
+#endif
 
 static int __init kvmstats_init(void)
 {

@@ -29,31 +29,49 @@
 atomic_t kvmstats_live_files = ATOMIC_INIT(0);
 
 /*
- * Copy @len bytes at @off of @sf's data block to @ubuf.  The data pointer
- * is only good inside an RCU read-side section, where nothing may sleep;
- * besides, a reader whose buffer faults could sleep for as long as it likes
- * (userfaultfd, FUSE, slow storage), and a freeze waits for every reader
- * that may still use a live pointer before it gives the VM back.  So the
- * copy to user memory is made with page faults disabled: a buffer that is
- * mapped and writable (the usual case) takes it in one go, as KVM's own
- * read does; what faults goes through a small bounce buffer on the stack,
- * filled inside the section with plain loads and copied to the user
- * outside it.  A freeze between two chunks is harmless: the frozen copy
- * holds the values the live block had at that moment.
+ * Copy @len bytes at @off of @sf's data block to @ubuf.
+ *
+ * The data pointer is only good inside an RCU read-side section, where
+ * nothing may sleep; besides, a reader whose buffer faults could sleep for
+ * as long as it likes (userfaultfd, FUSE, slow storage), and a freeze
+ * waits for every reader that may still use a live pointer before it
+ * gives the VM back.  So the copy to user memory is made with page faults
+ * disabled: a buffer that is mapped and writable (the usual case) takes it
+ * in one go, as KVM's own read does; what faults goes through a small
+ * bounce buffer on the stack, filled inside the section with plain loads
+ * and copied to the user outside it.
+ *
+ * Each copy from the data block is made inside a read section of @sf->seq,
+ * and made again if a freeze ran meanwhile.  A freeze copies the live
+ * block into the frozen one inside the write section, so a copy that is
+ * not repeated was made from the live block before the frozen copy was
+ * taken, and every later read returns values at least that recent: no
+ * read returns a value that a later read takes back, even where the VM
+ * still changes after its freeze (a VMM that closed every fd of it still
+ * unmaps its memory).  A freeze between two chunks is harmless for the
+ * same reason.  A reader only spins while a freeze on another CPU copies
+ * one data block, with preemption disabled.
  */
 static int kvmstats_copy_data(const struct kvmstats_file *sf,
 			      char __user *ubuf, size_t off, size_t len)
 {
 	u64 bounce[32];
 	unsigned long left;
+	unsigned int seq;
 	size_t n;
 
 	if (!access_ok(ubuf, len))
 		return -EFAULT;
 	rcu_read_lock();
 	pagefault_disable();
-	left = __copy_to_user_inatomic(ubuf, rcu_dereference(sf->data) + off,
-				       len);
+	do {
+		const void *src;
+
+		seq = read_seqcount_begin(&sf->seq);
+		src = rcu_dereference(sf->data) + off;
+		kvmstats_debug_read_delay();
+		left = __copy_to_user_inatomic(ubuf, src, len);
+	} while (read_seqcount_retry(&sf->seq, seq));
 	pagefault_enable();
 	rcu_read_unlock();
 
@@ -62,12 +80,30 @@ static int kvmstats_copy_data(const struct kvmstats_file *sf,
 	for (len = left; len; off += n, ubuf += n, len -= n) {
 		n = min(len, sizeof(bounce));
 		rcu_read_lock();
-		memcpy(bounce, rcu_dereference(sf->data) + off, n);
+		do {
+			seq = read_seqcount_begin(&sf->seq);
+			memcpy(bounce, rcu_dereference(sf->data) + off, n);
+		} while (read_seqcount_retry(&sf->seq, seq));
 		rcu_read_unlock();
 		if (copy_to_user(ubuf, bounce, n))
 			return -EFAULT;
 	}
 	return 0;
+}
+
+/*
+ * Serve @sf's data from its own copy from now on (the caller holds
+ * kvmstats_vm_lock, which serializes freezes).  The copy is taken inside
+ * the write section: see kvmstats_copy_data().
+ */
+void kvmstats_file_freeze(struct kvmstats_file *sf)
+{
+	preempt_disable();
+	write_seqcount_begin(&sf->seq);
+	memcpy(sf->frozen, sf->live, sf->layout->data_size);
+	rcu_assign_pointer(sf->data, (const void *)sf->frozen);
+	write_seqcount_end(&sf->seq);
+	preempt_enable();
 }
 
 /*
@@ -157,75 +193,68 @@ static const struct file_operations kvmstats_file_fops = {
 };
 
 /*
- * Does @id look like the id KVM gives its VMs ("kvm-<tid>") or vCPUs?  The
- * offsets of struct kvm and struct kvm_vcpu come from the headers; a
- * kernel built differently from its headers would show here first.
+ * Make a stats file for the VM named by @req (@req->vcpu < 0) or for its
+ * vCPU number @req->vcpu, and return its fd.
+ *
+ * The file's memory and a spare tracker are allocated first, so that once
+ * a VM reference is held nothing fails before the tracker has it: a VM
+ * reference found here may be the VM's last by the time it is given back
+ * (its VMM may close its fds meanwhile), and only the tracker gives one
+ * back where KVM would destroy the VM.
  */
-static bool kvmstats_id_plausible(const char *id)
-{
-	return !strncmp(id, "kvm-", 4) &&
-	       strnlen(id, KVM_STATS_NAME_SIZE) < KVM_STATS_NAME_SIZE;
-}
-
-/*
- * Make a stats file for the VM in @ref (@vcpu < 0) or for its vCPU number
- * @vcpu, and return its fd.  Takes over @ref whatever happens.
- */
-int kvmstats_stats_fd(struct kvmstats_vm_ref *ref, int vcpu)
+int kvmstats_stats_fd(const struct kvmstats_fd_request *req)
 {
 	char name[sizeof("kvmstats-vcpu:") + 11];
-	const struct kvmstats_layout *l;
+	struct kvmstats_tracker *spare;
+	struct kvmstats_vm_ref ref;
 	struct kvmstats_file *sf;
-	const void *live;
+	struct pid *vmm;
 	struct file *file;
-	const char *id;
 	int fd, ret;
 
-	if (vcpu < 0) {
-		l = &kvmstats_vm_layout;
-		id = ref->kvm->stats_id;
-		live = &ref->kvm->stat;
+	sf = kzalloc(sizeof(*sf), GFP_KERNEL_ACCOUNT);
+	spare = kvmstats_vm_alloc();
+	if (!sf || !spare) {
+		ret = -ENOMEM;
+		goto err_free;
+	}
+
+	ret = kvmstats_get_vm(req, &ref, &vmm);
+	if (ret)
+		goto err_free;
+
+	if (req->vcpu < 0) {
+		sf->layout = &kvmstats_vm_layout;
+		memcpy(sf->id, ref.kvm->stats_id, sizeof(sf->id));
+		sf->live = &ref.kvm->stat;
 		strscpy(name, "kvmstats-vm", sizeof(name));
 	} else {
 		/* Only indexes below online_vcpus are published vCPUs. */
 		struct kvm_vcpu *v = NULL;
 
-		if (vcpu < atomic_read(&ref->kvm->online_vcpus))
-			v = kvm_get_vcpu(ref->kvm, vcpu);
+		if (req->vcpu < atomic_read(&ref.kvm->online_vcpus))
+			v = kvm_get_vcpu(ref.kvm, req->vcpu);
 		if (!v) {
+			kvmstats_vm_release(&ref, vmm, spare);
 			ret = -ENOENT;
-			goto err_put;
+			goto err_free_sf;
 		}
-		l = &kvmstats_vcpu_layout;
-		id = v->stats_id;
-		live = &v->stat;
+		sf->layout = &kvmstats_vcpu_layout;
+		memcpy(sf->id, v->stats_id, sizeof(sf->id));
+		sf->live = &v->stat;
 		snprintf(name, sizeof(name), "kvmstats-vcpu:%d", v->vcpu_id);
 	}
-	if (!kvmstats_id_plausible(id)) {
-		pr_err_once("a VM's stats id is not KVM's: the headers kvmstats was built against are not this kernel's\n");
-		ret = -EIO;
-		goto err_put;
-	}
-
-	sf = kzalloc(sizeof(*sf), GFP_KERNEL_ACCOUNT);
-	if (sf)
-		sf->frozen = kmalloc(l->data_size, GFP_KERNEL_ACCOUNT);
-	if (!sf || !sf->frozen) {
-		kvmstats_file_free(sf);
+	sf->frozen = kmalloc(sf->layout->data_size, GFP_KERNEL_ACCOUNT);
+	if (!sf->frozen) {
+		kvmstats_vm_release(&ref, vmm, spare);
 		ret = -ENOMEM;
-		goto err_put;
+		goto err_free_sf;
 	}
-	sf->layout = l;
-	sf->live = live;
-	RCU_INIT_POINTER(sf->data, live);
-	memcpy(sf->id, id, sizeof(sf->id));
+	seqcount_init(&sf->seq);
+	RCU_INIT_POINTER(sf->data, sf->live);
+	kvmstats_vm_attach(sf, &ref, vmm, spare);
 
-	ret = kvmstats_vm_attach(sf, ref);
-	if (ret) {
-		kvmstats_file_free(sf);
-		goto err_put;
-	}
-	/* From here on @ref belongs to the tracker (or was given back). */
+	/* From here on the tracker holds the VM; detaching gives it back. */
 	fd = get_unused_fd_flags(O_CLOEXEC);
 	if (fd < 0) {
 		ret = fd;
@@ -246,10 +275,12 @@ int kvmstats_stats_fd(struct kvmstats_vm_ref *ref, int vcpu)
 
 err_detach:
 	kvmstats_vm_detach(sf);
+err_free_sf:
 	kvmstats_file_free(sf);
 	return ret;
-err_put:
-	kvmstats_vm_ref_put(ref);
+err_free:
+	kvmstats_vm_free(spare);
+	kvmstats_file_free(sf);
 	return ret;
 }
 
