@@ -23,9 +23,11 @@ all: module
 # KVER's headers are: on this machine for Debian 12's kernels, in a chroot
 # of the kernel's own suite for the others (scripts/kernel), which is
 # fetched or made first if needed.  With KDIR, against that tree here.
-# C= and W= are passed on to Kbuild.
+# C= and W= are passed on to Kbuild, and KVMSTATS_DEBUG=y (a debug build:
+# the read_delay_ms and freezes knobs, for tests/suite/83-revert).
 module:
-	@scripts/build-module $(KVER) $(MODDIR) $(KDIR) -- $(if $(C),C=$(C)) $(if $(W),W=$(W))
+	@scripts/build-module $(KVER) $(MODDIR) $(KDIR) -- $(if $(C),C=$(C)) $(if $(W),W=$(W)) \
+		$(if $(KVMSTATS_DEBUG),KVMSTATS_DEBUG=$(KVMSTATS_DEBUG))
 
 module-clean:
 	rm -rf $(MODDIR)

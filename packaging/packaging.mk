@@ -24,6 +24,10 @@ DKMS_FILES := Kbuild VERSION $(wildcard src/*.c src/*.h) include/uapi/linux/kvms
 	LICENSE LICENSES/GPL-2.0 LICENSES/Linux-syscall-note
 DKMS_SRC := /usr/src/kvmstats-$(KVMSTATS_VERSION)
 DKMS_DEST ?= $(BUILD)/dkms/kvmstats-$(KVMSTATS_VERSION)
+# The vendor module as a soft dependency (see the file): the package
+# installs it in /usr/lib/modprobe.d, dkms-install in /etc/modprobe.d.
+DKMS_MODPROBE_CONF ?= /etc/modprobe.d/kvmstats.conf
+
 # Kernels dkms-install builds for: every one with headers, unless given.
 DKMS_KERNELS ?= $(notdir $(wildcard /lib/modules/*))
 
@@ -46,6 +50,7 @@ dkms-install:
 		exit 1; \
 	fi
 	$(MAKE) --no-print-directory dkms-tree DKMS_DEST=$(DKMS_SRC)
+	install -D -m 0644 packaging/modprobe.d/kvmstats.conf $(DKMS_MODPROBE_CONF)
 	dkms add -m kvmstats -v $(KVMSTATS_VERSION)
 	@for k in $(DKMS_KERNELS); do \
 		if [ ! -e /lib/modules/$$k/build/Makefile ]; then \
@@ -66,7 +71,7 @@ dkms-uninstall:
 	@if dkms status -m kvmstats -v $(KVMSTATS_VERSION) | grep -q .; then \
 		dkms remove -m kvmstats -v $(KVMSTATS_VERSION) --all; \
 	fi
-	rm -rf $(DKMS_SRC)
+	rm -rf $(DKMS_SRC) $(DKMS_MODPROBE_CONF)
 
 # ---------------------------------------------------------------------------
 # Debian packages, built out of tree: the working tree's tracked and new

@@ -11,12 +11,17 @@
 
 #include "compat.h"
 
-/* ----- main.c: a debug build's knob ----- */
+/* ----- main.c: a debug build's knobs ----- */
 
 #ifdef KVMSTATS_DEBUG
 void kvmstats_debug_read_delay(void);
+void kvmstats_debug_froze(void);
 #else
 static inline void kvmstats_debug_read_delay(void)
+{
+}
+
+static inline void kvmstats_debug_froze(void)
 {
 }
 #endif

@@ -100,6 +100,16 @@ void kvmstats_debug_read_delay(void)
 	if (ms > 0)
 		mdelay(ms);
 }
+
+/* How many VMs have been frozen since load: the same test waits for one. */
+static atomic_t kvmstats_freezes = ATOMIC_INIT(0);
+module_param_cb(freezes, &kvmstats_counter_ops, &kvmstats_freezes, 0444);
+MODULE_PARM_DESC(freezes, "Debug builds: VMs frozen since load (read-only)");
+
+void kvmstats_debug_froze(void)
+{
+	atomic_inc(&kvmstats_freezes);
+}
 #endif
 
 static int __init kvmstats_init(void)

@@ -307,6 +307,7 @@ static void kvmstats_vm_freeze(struct kvmstats_tracker *vm)
 		sf->vm = NULL;
 		kvmstats_file_freeze(sf);
 	}
+	kvmstats_debug_froze();
 }
 
 /* Take @vm out of the table and give its reference back. */

@@ -1,0 +1,295 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * No read returns a value that a later read takes back (issue 17, review
+ * item 4), with the window widened on purpose: a debug build of kvmstats
+ * (KVMSTATS_DEBUG=y, /modules/kvmstats-debug.ko, which make check builds
+ * for every kernel) busy-waits read_delay_ms inside one read's read
+ * section, after it loaded the file's data pointer and before it copies.
+ * Meanwhile the VM is frozen, and then changes:
+ *
+ *  - VMM closes every fd of the VM and lives on: kvmstats freezes the VM
+ *    (its "freezes" counter says when), then the VMM unmaps the guest's
+ *    memory, and KVM zaps the VM's page tables (pages_4k drops, seen live
+ *    in KVM's debugfs where there is one).  The delayed read must return
+ *    what every read after it returns: the frozen values.
+ *  - VMM SIGKILLed: KVM tears the VM's MMU down at the VMM's exit, before
+ *    its files close; kvmstats freezes after that.  The delayed read and
+ *    every later read agree, and agree with what the VM's MMU was left at.
+ *
+ * The test swaps the debug build in for the normal module and back.
+ */
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+
+#include "freeze_util.h"
+#include "kvmstats_util.h"
+#include "rel_util.h"
+
+#define DELAY_MS  3000
+#define FREEZE_MS 2000 /* well inside DELAY_MS */
+
+static int dev;
+
+static long param(const char *name)
+{
+	return kvmstats_param(name);
+}
+
+static int set_delay(int ms)
+{
+	char buf[16];
+	int fd = open("/sys/module/kvmstats/parameters/read_delay_ms",
+		      O_WRONLY | O_CLOEXEC);
+	int n;
+
+	if (fd < 0)
+		return -errno;
+	n = snprintf(buf, sizeof(buf), "%d", ms);
+	n = write(fd, buf, n) == n ? 0 : -errno;
+	close(fd);
+	return n;
+}
+
+/* ---- a VMM that lets go of its VM in steps ---- */
+
+enum {
+	CMD_CLOSE = 'c', /* close the VM and vCPU fds, unmap kvm_run */
+	CMD_UNMAP = 'u', /* unmap the guest's memory */
+};
+
+struct vmm {
+	pid_t pid;
+	int sock;
+	int vm_fd;
+};
+
+static void vmm_main(int sock)
+{
+	struct vm *vm = vm_create(1, NULL);
+	struct vcpu *vcpu = vm->vcpus[0];
+	char cmd;
+
+	vcpu_load_prog(vcpu, GUEST_IO_COUNT, 20);
+	vcpu_run_to_hlt(vcpu);
+	if (write(sock, &vm->fd, sizeof(vm->fd)) != sizeof(vm->fd))
+		_exit(2);
+	while (read(sock, &cmd, 1) == 1) {
+		if (cmd == CMD_CLOSE) {
+			munmap(vcpu->run, vcpu->run_size);
+			close(vcpu->fd);
+			close(vm->fd);
+			close(vm->kvm_fd);
+		} else if (cmd == CMD_UNMAP) {
+			munmap(vm->mem, GUEST_MEM_SIZE);
+		}
+		if (write(sock, "k", 1) != 1)
+			_exit(2);
+	}
+	_exit(0);
+}
+
+static void vmm_start(struct vmm *v)
+{
+	int sv[2];
+
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv))
+		tap_bail("socketpair: %s", strerror(errno));
+	fflush(stdout);
+	v->pid = fork();
+	if (v->pid < 0)
+		tap_bail("fork: %s", strerror(errno));
+	if (!v->pid) {
+		close(sv[0]);
+		vmm_main(sv[1]);
+	}
+	close(sv[1]);
+	v->sock = sv[0];
+	if (read(v->sock, &v->vm_fd, sizeof(v->vm_fd)) != sizeof(v->vm_fd))
+		tap_bail("the VMM made no VM");
+}
+
+static void vmm_cmd(struct vmm *v, char cmd)
+{
+	char ack;
+
+	if (write(v->sock, &cmd, 1) != 1 || read(v->sock, &ack, 1) != 1)
+		tap_bail("VMM %d did not answer '%c'", v->pid, cmd);
+}
+
+static void vmm_end(struct vmm *v)
+{
+	close(v->sock);
+	waitpid(v->pid, NULL, 0);
+}
+
+/* ---- the delayed reader ---- */
+
+struct reader {
+	int fd;
+	pthread_t thread;
+	struct stats_blob blob;
+	ssize_t len;
+	volatile int done;
+};
+
+static void *reader_fn(void *arg)
+{
+	struct reader *r = arg;
+
+	r->len = __stats_read_all(r->fd, &r->blob);
+	__atomic_store_n(&r->done, 1, __ATOMIC_SEQ_CST);
+	return NULL;
+}
+
+static void reader_start(struct reader *r, int fd)
+{
+	r->fd = fd;
+	r->done = 0;
+	if (set_delay(DELAY_MS))
+		tap_bail("read_delay_ms: %s", strerror(errno));
+	if (pthread_create(&r->thread, NULL, reader_fn, r))
+		tap_bail("pthread_create failed");
+	/* Well inside its read section by now. */
+	msleep(300);
+}
+
+static long wait_freeze(long before)
+{
+	long f = rel_wait_value(param, "freezes", before + 1, FREEZE_MS);
+
+	return f;
+}
+
+/* KVM's own live value of a VM statistic, from debugfs; -1 without it. */
+static long debugfs_stat(pid_t pid, int vm_fd, const char *name)
+{
+	char path[128];
+
+	snprintf(path, sizeof(path), "/sys/kernel/debug/kvm/%d-%d/%s", pid,
+		 vm_fd, name);
+	return rel_read_long(path);
+}
+
+static void check_no_revert(struct reader *r, int fd, const char *when)
+{
+	static struct stats_blob later;
+
+	pthread_join(r->thread, NULL);
+	if (!tap_check(r->len > 0, "%s: the delayed read succeeded (%zd)", when,
+		       r->len))
+		return;
+	stats_read_all(fd, &later, "a later read");
+	tap_check(
+		stats_blob_equal(&r->blob, &later, when),
+		"%s: the delayed read returned what the reads after it return",
+		when);
+	tap_diag("%s: pages_4k %llu in the delayed read, %llu after", when,
+		 (unsigned long long)stats_value(&r->blob, "pages_4k", 0),
+		 (unsigned long long)stats_value(&later, "pages_4k", 0));
+}
+
+static void case_close_then_unmap(void)
+{
+	const char *when = "VMM closed its fds, then unmapped the guest";
+	struct reader r;
+	long frz, live;
+	uint64_t frozen;
+	struct vmm v;
+	int fd;
+
+	vmm_start(&v);
+	fd = kvmstats_get_stats_fd(dev, v.pid, v.vm_fd, -1);
+	tap_check(stats_read_stat(fd, "pages_4k") > 0,
+		  "%s: the guest's memory is mapped (pages_4k %llu)", when,
+		  (unsigned long long)stats_read_stat(fd, "pages_4k"));
+
+	reader_start(&r, fd);
+	frz = param("freezes");
+	vmm_cmd(&v, CMD_CLOSE);
+	tap_check(wait_freeze(frz) == frz + 1 && !r.done,
+		  "%s: frozen while the delayed read is in its read section",
+		  when);
+	vmm_cmd(&v, CMD_UNMAP);
+	live = debugfs_stat(v.pid, v.vm_fd, "pages_4k");
+	check_no_revert(&r, fd, when);
+	frozen = stats_read_stat(fd, "pages_4k");
+	if (live >= 0)
+		tap_check(
+			(uint64_t)live != frozen,
+			"%s: the VM changed after its freeze (pages_4k live %ld, frozen %llu): the window was real",
+			when, live, (unsigned long long)frozen);
+	else
+		tap_skip("no debugfs: KVM's live values cannot be seen",
+			 "%s: the VM changed after its freeze", when);
+	close(fd);
+	vmm_end(&v);
+}
+
+static void case_sigkill(void)
+{
+	const char *when = "VMM SIGKILLed";
+	struct reader r;
+	struct vmm v;
+	long frz;
+	int fd;
+
+	vmm_start(&v);
+	fd = kvmstats_get_stats_fd(dev, v.pid, v.vm_fd, -1);
+	reader_start(&r, fd);
+	frz = param("freezes");
+	kill(v.pid, SIGKILL);
+	waitpid(v.pid, NULL, 0);
+	close(v.sock);
+	tap_check(wait_freeze(frz) == frz + 1 && !r.done,
+		  "%s: frozen while the delayed read is in its read section",
+		  when);
+	check_no_revert(&r, fd, when);
+	tap_eq(stats_read_stat(fd, "pages_4k"), 0,
+	       "%s: frozen after KVM's teardown of the VM's MMU", when);
+	close(fd);
+}
+
+int main(void)
+{
+	const char *vendor = rel_vendor();
+	int r;
+
+	kvm_test_init();
+	if (!rel_module_shipped("kvmstats-debug.ko")) {
+		tap_skip(
+			"no debug build of kvmstats in the guest (make check builds one)",
+			"reads racing a freeze");
+		return tap_exit();
+	}
+	kvmstats_wait_settled(10000);
+	r = rel_unload_module_wait("kvmstats", 10000);
+	if (!r)
+		r = rel_load_module("kvmstats-debug.ko");
+	if (!tap_check(!r && param("freezes") >= 0,
+		       "the debug build of kvmstats is loaded (%s)",
+		       r ? strerror(-r) : "ok"))
+		goto out;
+	dev = kvmstats_open();
+
+	case_close_then_unmap();
+	case_sigkill();
+
+	close(dev);
+	kvmstats_wait_settled(10000);
+	r = rel_unload_module_wait("kvmstats", 10000);
+	tap_check(!r, "the debug build unloads (%s)", r ? strerror(-r) : "ok");
+out:
+	r = rel_restore_modules();
+	tap_check(!r && rel_module_loaded("kvmstats") &&
+			  rel_module_loaded(vendor),
+		  "the normal modules are back");
+	return tap_exit();
+}
