@@ -96,7 +96,9 @@ struct kvmstats_tracker {
 	struct list_head files;		/* live stats files */
 	struct list_head going_node;	/* on kvmstats_going or kvmstats_handed */
 	struct callback_head twork;	/* handed to a VMM thread */
-	unsigned long handed_at;	/* jiffies, when handed */
+	const struct task_struct *target; /* that thread: identity only */
+	unsigned long handed_at;	/* jiffies, when handed or the
+					 * thread last gave one back */
 	bool given;			/* the reference has been given back */
 	refcount_t users;		/* the tracker itself, a queued twork */
 };
@@ -165,6 +167,23 @@ static void kvmstats_scan_soon(unsigned long delay)
 		queue_delayed_work(kvmstats_wq, &kvmstats_scan_work, delay);
 }
 
+/*
+ * @t is giving references back: the others handed to it are not late.  A
+ * thread that runs many task works in a row (the VMs of a VMM that let
+ * many go at once) destroys them one after another, as its own closes
+ * would have; the hand-over timeout is for a thread that never gets to
+ * them.
+ */
+static void kvmstats_handed_progress(const struct task_struct *t)
+{
+	struct kvmstats_tracker *vm;
+
+	lockdep_assert_held(&kvmstats_vm_lock);
+	list_for_each_entry(vm, &kvmstats_handed, going_node)
+		if (vm->target == t)
+			vm->handed_at = jiffies;
+}
+
 /* The task work a VMM thread runs on its way back to user space. */
 static void kvmstats_twork(struct callback_head *head)
 {
@@ -175,6 +194,8 @@ static void kvmstats_twork(struct callback_head *head)
 	mutex_lock(&kvmstats_vm_lock);
 	/* An exiting thread runs task work after it dropped its mm. */
 	mine = !vm->given && current->mm == vm->ref.kvm->mm;
+	if (mine)
+		kvmstats_handed_progress(current);
 	if (mine) {
 		vm->given = true;
 		list_del_init(&vm->going_node);
@@ -209,31 +230,39 @@ static bool kvmstats_runs_in(struct task_struct *t, struct mm_struct *mm)
 /*
  * A thread of @vm's VMM to drop its reference, with a task reference, or
  * NULL: the thread that created the VM (kvm->userspace_pid, a thread id of
- * the initial pid namespace), else any thread of the process the VM was
- * found in, provided it still runs in the VM's address space.
+ * the initial pid namespace), else a thread of the process the VM was
+ * found in, provided it still runs in the VM's address space.  One that is
+ * running now is preferred: it will be back in user space soonest.
  */
 static struct task_struct *kvmstats_vmm_thread(struct kvmstats_tracker *vm)
 {
 	struct mm_struct *mm = vm->ref.kvm->mm;
-	struct task_struct *t, *found = NULL;
+	struct task_struct *t, *creator, *leader = NULL, *found = NULL;
+	struct task_struct *asleep = NULL;
 
 	rcu_read_lock();
-	t = pid_task(find_pid_ns(vm->ref.kvm->userspace_pid, &init_pid_ns),
-		     PIDTYPE_PID);
-	if (t && kvmstats_runs_in(t, mm))
-		found = t;
-	if (!found && vm->vmm) {
-		struct task_struct *leader = pid_task(vm->vmm, PIDTYPE_TGID);
-
-		if (leader) {
-			for_each_thread(leader, t) {
-				if (kvmstats_runs_in(t, mm)) {
-					found = t;
-					break;
-				}
+	creator = pid_task(find_pid_ns(vm->ref.kvm->userspace_pid,
+				       &init_pid_ns), PIDTYPE_PID);
+	if (creator && kvmstats_runs_in(creator, mm)) {
+		if (task_is_running(creator))
+			found = creator;
+		asleep = creator;
+	}
+	if (!found && vm->vmm)
+		leader = pid_task(vm->vmm, PIDTYPE_TGID);
+	if (leader) {
+		for_each_thread(leader, t) {
+			if (!kvmstats_runs_in(t, mm))
+				continue;
+			if (task_is_running(t)) {
+				found = t;
+				break;
 			}
+			if (!asleep)
+				asleep = t;
 		}
 	}
+	found = found ?: asleep;
 	if (found)
 		get_task_struct(found);
 	rcu_read_unlock();
@@ -257,6 +286,7 @@ static bool kvmstats_hand_over(struct kvmstats_tracker *vm)
 
 	/* On the list first: the thread may run it at once. */
 	mutex_lock(&kvmstats_vm_lock);
+	vm->target = t;
 	vm->handed_at = jiffies;
 	list_add_tail(&vm->going_node, &kvmstats_handed);
 	kvmstats_scan_soon(KVMSTATS_HANDOVER_TIMEOUT);

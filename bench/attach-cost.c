@@ -1,10 +1,16 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
- * What making a VM's first stats file costs its VMM (docs/design.md, "What a
- * tracker costs the VMM").  The first stats file of a VM registers an MMU
- * notifier on the VMM's address space (mmu_notifier_register(): mmap_lock
- * for writing and mm_take_all_locks()); a further file of the same VM does
- * not.  Run in the test guest by bench/tracker-cost.
+ * What attaching to a VM costs its VMM, and how fast VMs are given back
+ * (docs/design.md; issue 17).  Run in the test guest by bench/attach-cost
+ * and by make bench.
+ *
+ * Attaching: a VM's first stats file makes its tracker, and the close of
+ * its last gives the tracker's VM reference back; a further file of the
+ * same VM does neither.  Neither touches the VMM's address space (the
+ * module of 718b7de registered an MMU notifier there at the first file,
+ * mmap_lock for writing and mm_take_all_locks(), which grew with the VMM's
+ * mappings), so the cost of a first file must not depend on the VMM's
+ * VMAs, and the VMM's page faults must not notice.
  *
  * A child VMM makes a VM with one vCPU and, to look like a real VMM, a
  * number of extra VMAs with anonymous memory in them, and a thread of it
@@ -22,6 +28,7 @@
  */
 #include <errno.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
@@ -32,6 +39,7 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -40,6 +48,7 @@
 #include "../include/uapi/linux/kvmstats.h"
 
 #define WINDOW_NS   700000000ULL /* one window */
+#define LIVE_VMS    "/sys/module/kvmstats/parameters/live_vms"
 #define ROUNDS	    4		 /* of ABBA windows for first/further */
 #define FAULT_PAGES 4096	 /* the fault thread's region */
 #define MAX_SAMPLES (1 << 20)	 /* per kind of window */
@@ -255,6 +264,134 @@ static void level(int dev, int nr_vmas)
 	fflush(stdout);
 }
 
+/* ---- giving back ---- */
+
+static long live_vms(void)
+{
+	char buf[32] = "";
+	int fd = open(LIVE_VMS, O_RDONLY | O_CLOEXEC);
+	ssize_t n;
+
+	if (fd < 0)
+		die(LIVE_VMS ": %s", strerror(errno));
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	return n > 0 ? strtol(buf, NULL, 10) : -1;
+}
+
+struct cycle {
+	volatile int ready, close, closed;
+	volatile uint64_t closed_ns; /* when the VMM's last close returned */
+	int vm_fd[1000];
+};
+
+static void raise_nofile(void)
+{
+	struct rlimit rl = { 8192, 8192 };
+
+	if (setrlimit(RLIMIT_NOFILE, &rl))
+		die("RLIMIT_NOFILE: %s", strerror(errno));
+}
+
+/* A VMM of @n VMs with a vCPU each, that lives on after closing them. */
+static void cycle_vmm(struct cycle *c, int n)
+{
+	int kvm, vcpu[1000], i;
+
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	raise_nofile();
+	kvm = open("/dev/kvm", O_RDWR | O_CLOEXEC);
+	if (kvm < 0)
+		die("/dev/kvm: %s", strerror(errno));
+	for (i = 0; i < n; i++) {
+		c->vm_fd[i] = ioctl(kvm, KVM_CREATE_VM, 0);
+		vcpu[i] = c->vm_fd[i] < 0 ? -1 :
+					    ioctl(c->vm_fd[i], KVM_CREATE_VCPU, 0);
+		if (vcpu[i] < 0)
+			die("VM %d: %s", i, strerror(errno));
+	}
+	c->ready = 1;
+	while (!c->close)
+		usleep(1000);
+	for (i = 0; i < n; i++) {
+		close(vcpu[i]);
+		close(c->vm_fd[i]);
+	}
+	c->closed_ns = now_ns();
+	c->closed = 1;
+	/* Lives on, back in user space every millisecond. */
+	for (;;)
+		usleep(1000);
+}
+
+/*
+ * @n VMs of a living VMM, each with one of our stats files (@with_files),
+ * closed by the VMM: how long until kvmstats has given every one back
+ * (live_vms back to its base), and how long the VMM's closes took.
+ */
+static void cycle(int dev, int n, bool with_files)
+{
+	static int fds[1000];
+	struct cycle *c;
+	long base = live_vms(), v;
+	uint64_t t0, gone = 0;
+	pid_t pid;
+	int i;
+
+	c = mmap(NULL, sizeof(*c), PROT_READ | PROT_WRITE,
+		 MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (c == MAP_FAILED)
+		die("mmap: %s", strerror(errno));
+	memset(c, 0, sizeof(*c));
+	pid = fork();
+	if (pid < 0)
+		die("fork: %s", strerror(errno));
+	if (!pid)
+		cycle_vmm(c, n);
+	while (!c->ready)
+		usleep(1000);
+	for (i = 0; with_files && i < n; i++) {
+		struct kvmstats_fd_request req = {
+			.pid = pid,
+			.fd = c->vm_fd[i],
+			.vcpu = -1,
+		};
+
+		fds[i] = ioctl(dev, KVMSTATS_GET_STATS_FD, &req);
+		if (fds[i] < 0)
+			die("KVMSTATS_GET_STATS_FD %d: %s", i, strerror(errno));
+	}
+	t0 = now_ns();
+	c->close = 1;
+	while (!c->closed)
+		usleep(100);
+	if (with_files) {
+		while ((v = live_vms()) != base) {
+			if (now_ns() - c->closed_ns > 60000000000ULL)
+				die("%d VMs still held after 60 s (live_vms %ld)",
+				    n, v);
+			usleep(1000);
+		}
+		gone = now_ns();
+	}
+	if (with_files) {
+		printf("giveback_%d_s=%.3f\n", n, (gone - c->closed_ns) / 1e9);
+		printf("giveback_%d_vms_per_s=%.0f\n", n,
+		       n / ((gone - c->closed_ns) / 1e9));
+		printf("giveback_%d_vmm_close_s=%.3f\n", n,
+		       (c->closed_ns - t0) / 1e9);
+		for (i = 0; i < n; i++)
+			close(fds[i]);
+	} else {
+		printf("native_%d_vmm_close_s=%.3f\n", n,
+		       (c->closed_ns - t0) / 1e9);
+	}
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	munmap(c, sizeof(*c));
+	fflush(stdout);
+}
+
 int main(int argc, char **argv)
 {
 	int dev, i;
@@ -267,7 +404,18 @@ int main(int argc, char **argv)
 	if (dev < 0)
 		die(KVMSTATS_DEVICE ": %s", strerror(errno));
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	for (i = 1; i < argc; i++)
-		level(dev, atoi(argv[i]));
+	raise_nofile();
+	for (i = 1; i < argc; i++) {
+		if (!strncmp(argv[i], "giveback=", 9)) {
+			int n = atoi(argv[i] + 9);
+
+			printf("# %d VMs of a living VMM, each with a stats file of ours, closed by the VMM\n",
+			       n);
+			cycle(dev, n, false);
+			cycle(dev, n, true);
+		} else {
+			level(dev, atoi(argv[i]));
+		}
+	}
 	return 0;
 }
