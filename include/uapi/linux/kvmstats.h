@@ -53,8 +53,9 @@
  *	has one, so a leader exiting before its other threads (it drops its
  *	address space before its files) does not hide the process.  A VM
  *	is listed once even where processes share its creator's address
- *	space: a vfork() child (posix_spawn) is not listed until it execs,
- *	and other sharers list a VM only if no process before them did.
+ *	space: under the first of them in pid order that holds a VM fd of it
+ *	(a vfork() child, as posix_spawn() makes, or a clone(CLONE_VM)
+ *	sibling comes after its creator unless pids have wrapped around).
  *
  *	Blind spots, by design: a VM is not listed when its creating process
  *	has exited (even while other processes or stats fds keep it alive),
@@ -66,8 +67,21 @@
  *	(CLONE_THREAD without CLONE_FILES, or unshare(CLONE_FILES)) holds fds
  *	kvmstats does not see.
  *
+ *	Cost, worst case: time linear in the pids of the caller's namespace
+ *	and in the open fds of the processes that have an address space; a
+ *	process's file-table lock is held for at most 256 of its open fds at a
+ *	time, and between those chunks and between pids the call may be
+ *	preempted and ends on a fatal signal.  Memory: a fixed 768 bytes and a
+ *	set of the VMs listed, at most 32 bytes per VM for as many VMs as @nr
+ *	or 1024, whichever is more, charged to the caller; never sized by what
+ *	another process holds.  Past that set's size VMs are counted but not
+ *	remembered: with more than 1024 VMs on the host and @nr too small, the
+ *	count E2BIG returns may include a VM twice (a dup'd fd, a shared
+ *	address space), never fewer VMs than there are, and a retry with that
+ *	room lists them exactly.
+ *
  *	Errors: EINVAL (@flags), EFAULT, E2BIG (see above), ENOMEM, EINTR (a
- *	fatal signal arrived during the walk).
+ *	fatal signal arrived during the walk: the caller is dying anyway).
  *
  *
  * KVMSTATS_GET_STATS_FD		_IOW(0xBE, 0x02, struct kvmstats_fd_request)
@@ -104,11 +118,9 @@
  *	  ENOENT  @vcpu >= the VM's number of online vCPUs;
  *	  ENODEV  the module owning the VM file is being unloaded (cannot
  *	          happen while the VM file is open; listed for completeness);
- *	  EIO     the VM's id is not what KVM writes there: the module was
- *	          built against headers that are not the running kernel's;
- *	  EINTR   a signal arrived while the module attached to the VM's
- *	          creator (the first stats fd of a VM only);
  *	  EMFILE, ENFILE, ENOMEM  as for open(2).
+ *	It never waits for the VM or its process: nothing of the VMM's
+ *	address space is locked, and no lock of KVM's is taken.
  *
  *
  * KVMSTATS_LIST_PIDFD			_IOWR(0xBE, 0x04, struct kvmstats_pidfd_list)
@@ -224,19 +236,25 @@
  *	O_RDONLY and close-on-exec; write(2) fails with EBADF, mmap(2) with
  *	ENODEV and any ioctl with ENOTTY.
  *
- *	A stats fd never keeps a dead VM alive.  While the process that
- *	created the VM lives, reads are live and the VM (and, where KVM's VM
- *	file pins it, the vendor module kvm_amd or kvm_intel) cannot go away.
- *	When that process's address space is torn down (its last thread
- *	exits, or it execs), the VM can never run again: every stats fd of
- *	the VM and its vCPUs then serves a copy of the final values, taken
- *	before KVM's own teardown of the VM's MMU, and the module gives its
- *	references back at once, so the VM is destroyed as soon as nothing
- *	else holds it.  The same happens, within about a second, to a VM
- *	whose process lives on but has closed every fd of it (VM, vCPUs,
- *	KVM's own stats fds), so that only kvmstats still holds it.  Reads
- *	keep working and the values stay frozen.  While any stats fd is
- *	open, kvmstats itself cannot be unloaded.
+ *	A stats fd never keeps a dead VM alive.  kvmstats holds one reference
+ *	on a VM for all its stats fds, and only while someone else holds the
+ *	VM too (its VMM's VM or vCPU fds, KVM's own stats fds, a copy of the
+ *	VM fd in another process): reads are then live, and the VM (and,
+ *	where KVM's VM file pins it, the vendor module kvm_amd or kvm_intel)
+ *	cannot go away.  Once kvmstats' reference is the VM's last one (its
+ *	process exited, or closed every fd of the VM and lives on), the VM can
+ *	never run again, and within about 100 ms kvmstats notices: every stats
+ *	fd of the VM and its vCPUs then serves a copy of the values of that
+ *	moment, and kvmstats gives its reference back where KVM would have
+ *	destroyed the VM: in a thread of the VMM while it lives (on that
+ *	thread's next return to user space, or from the module's worker if it
+ *	has not got there within a second), from the module's worker after
+ *	it exited.  For a VMM that exited, the copy's values are those after
+ *	KVM's teardown of the VM's page tables at the VMM's exit, exactly what
+ *	a native stats fd held across the exit reads.  Reads keep working and
+ *	the values stay frozen; no read ever returns a value that a later
+ *	read takes back.  While any stats fd is open, kvmstats itself cannot
+ *	be unloaded.
  */
 #ifndef _UAPI_LINUX_KVMSTATS_H
 #define _UAPI_LINUX_KVMSTATS_H
