@@ -242,6 +242,7 @@ int kvmstats_layouts_init(void)
 					   ARRAY_SIZE(kvmstats_vcpu_generic),
 					   "vCPU");
 	if (ret) {
+		pr_err("this kernel's KVM statistics cannot be served exactly; not loading\n");
 		kvmstats_kvm_exit(&kvmstats_vm_table, &kvmstats_vcpu_table);
 		return ret;
 	}

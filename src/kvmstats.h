@@ -120,6 +120,7 @@ struct kvmstats_file {
 
 extern atomic_t kvmstats_live_files;
 extern atomic_t kvmstats_live_vms;
+extern atomic_t kvmstats_handed_over;
 
 int kvmstats_stats_fd(const struct kvmstats_fd_request *req);
 long kvmstats_read_batch(struct kvmstats_read_batch __user *ubatch);

@@ -99,7 +99,7 @@ static int kvmstats_probe_read(struct file *stats, char __user *ubuf,
 		return -ENOMEM;
 	while ((n = stats->f_op->read(stats, ubuf, PAGE_SIZE, &pos)) > 0) {
 		if (size + n > KVMSTATS_PROBE_FILE_MAX) {
-			pr_err("%s stats: KVM's file is larger than %u bytes\n",
+			pr_err("%s stats: KVM's file is larger than %u bytes; not loading\n",
 			       what, KVMSTATS_PROBE_FILE_MAX);
 			ret = -EFBIG;
 			goto out;
@@ -111,7 +111,7 @@ static int kvmstats_probe_read(struct file *stats, char __user *ubuf,
 		size += n;
 	}
 	if (n < 0) {
-		pr_err("%s stats: reading KVM's file failed (%pe)\n", what,
+		pr_err("%s stats: reading KVM's file failed (%pe); not loading\n", what,
 		       ERR_PTR(n));
 		ret = n;
 		goto out;
@@ -135,7 +135,8 @@ static int kvmstats_probe_stats(struct file *file, char __user *ubuf,
 	stats = kvmstats_probe_take(kvmstats_probe_ioctl(file,
 							 KVM_GET_STATS_FD, 0));
 	if (IS_ERR(stats)) {
-		pr_err("%s stats: KVM_GET_STATS_FD failed (%pe)\n", what, stats);
+		pr_err("%s stats: KVM_GET_STATS_FD failed (%pe); not loading\n",
+		       what, stats);
 		return PTR_ERR(stats);
 	}
 	ret = stats->f_op->read ? kvmstats_probe_read(stats, ubuf, t, what) :

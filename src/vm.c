@@ -55,7 +55,11 @@
  * A queued task work runs code of this module, so it holds a reference on
  * the module (try_module_get(), which fails once the module is going), and
  * module exit waits for a task-RCU grace period, after which no task is
- * still between that module_put() and its return.
+ * still between that module_put() and its return.  task_work_cancel() is
+ * not exported, so a task work stays queued until its thread next returns
+ * to user space, even after the worker gave the reference back for it: a
+ * VMM thread asleep in the kernel keeps the module in use until it wakes
+ * (kvmstats_handed_over counts such task works; rmmod says EBUSY).
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -77,6 +81,7 @@
 #include "kvmstats.h"
 
 atomic_t kvmstats_live_vms = ATOMIC_INIT(0);
+atomic_t kvmstats_handed_over = ATOMIC_INIT(0);
 
 /* How often VMs that only kvmstats still holds are looked for. */
 #define KVMSTATS_SCAN_PERIOD		(HZ / 10)
@@ -97,8 +102,7 @@ struct kvmstats_tracker {
 	struct list_head going_node;	/* on kvmstats_going or kvmstats_handed */
 	struct callback_head twork;	/* handed to a VMM thread */
 	const struct task_struct *target; /* that thread: identity only */
-	unsigned long handed_at;	/* jiffies, when handed or the
-					 * thread last gave one back */
+	unsigned long handed_at;	/* jiffies: handed, or last progress */
 	bool given;			/* the reference has been given back */
 	refcount_t users;		/* the tracker itself, a queued twork */
 };
@@ -191,6 +195,7 @@ static void kvmstats_twork(struct callback_head *head)
 						   twork);
 	bool mine;
 
+	atomic_dec(&kvmstats_handed_over);
 	mutex_lock(&kvmstats_vm_lock);
 	/* An exiting thread runs task work after it dropped its mm. */
 	mine = !vm->given && current->mm == vm->ref.kvm->mm;
@@ -283,6 +288,7 @@ static bool kvmstats_hand_over(struct kvmstats_tracker *vm)
 	}
 	refcount_inc(&vm->users);
 	init_task_work(&vm->twork, kvmstats_twork);
+	atomic_inc(&kvmstats_handed_over);
 
 	/* On the list first: the thread may run it at once. */
 	mutex_lock(&kvmstats_vm_lock);
@@ -296,6 +302,7 @@ static bool kvmstats_hand_over(struct kvmstats_tracker *vm)
 	mutex_unlock(&kvmstats_vm_lock);
 	put_task_struct(t);
 	if (ret) {
+		atomic_dec(&kvmstats_handed_over);
 		refcount_dec(&vm->users);
 		module_put(THIS_MODULE);
 	}
