@@ -431,10 +431,12 @@ void kvmstats_vm_attach(struct kvmstats_file *sf, struct kvmstats_vm_ref *ref,
 	vm = kvmstats_vm_find(ref->kvm);
 	if (vm) {
 		/*
-		 * The tracker's reference serves this file too, and stays
-		 * while we hold the lock: ours is not the last.
+		 * The tracker's reference serves this file too.  A tracker in
+		 * the table holds its reference at least until it leaves the
+		 * table, under the lock we hold: ours is not the last, and
+		 * kvm_put_kvm() only drops it.
 		 */
-		kvm_put_kvm_no_destroy(ref->kvm);
+		kvm_put_kvm(ref->kvm);
 		module_put(ref->vendor);
 		put_pid(vmm);
 		kvmstats_vm_free(spare);
@@ -463,7 +465,8 @@ void kvmstats_vm_release(struct kvmstats_vm_ref *ref, struct pid *vmm,
 {
 	mutex_lock(&kvmstats_vm_lock);
 	if (kvmstats_vm_find(ref->kvm)) {
-		kvm_put_kvm_no_destroy(ref->kvm);
+		/* Not the last, as in kvmstats_vm_attach(). */
+		kvm_put_kvm(ref->kvm);
 		module_put(ref->vendor);
 		put_pid(vmm);
 		kvmstats_vm_free(spare);
