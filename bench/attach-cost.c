@@ -49,9 +49,9 @@
 
 #define WINDOW_NS   700000000ULL /* one window */
 #define LIVE_VMS    "/sys/module/kvmstats/parameters/live_vms"
-#define ROUNDS	    4		 /* of ABBA windows for first/further */
-#define FAULT_PAGES 4096	 /* the fault thread's region */
-#define MAX_SAMPLES (1 << 20)	 /* per kind of window */
+#define ROUNDS	    4	      /* of ABBA windows for first/further */
+#define FAULT_PAGES 4096      /* the fault thread's region */
+#define MAX_SAMPLES (1 << 20) /* per kind of window */
 
 enum { QUIET, FIRST, FURTHER, NR_KINDS };
 static const char *const kind_name[NR_KINDS] = { "quiet", "first", "further" };
@@ -305,8 +305,9 @@ static void cycle_vmm(struct cycle *c, int n)
 		die("/dev/kvm: %s", strerror(errno));
 	for (i = 0; i < n; i++) {
 		c->vm_fd[i] = ioctl(kvm, KVM_CREATE_VM, 0);
-		vcpu[i] = c->vm_fd[i] < 0 ? -1 :
-					    ioctl(c->vm_fd[i], KVM_CREATE_VCPU, 0);
+		vcpu[i] = c->vm_fd[i] < 0 ?
+				  -1 :
+				  ioctl(c->vm_fd[i], KVM_CREATE_VCPU, 0);
 		if (vcpu[i] < 0)
 			die("VM %d: %s", i, strerror(errno));
 	}

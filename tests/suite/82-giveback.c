@@ -114,6 +114,24 @@ struct destroy {
 	char comm[32];
 };
 
+static void task_comm(pid_t tid, char *buf, size_t len)
+{
+	char path[64];
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/comm", tid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	n = read(fd, buf, len - 1);
+	close(fd);
+	if (n > 0) {
+		buf[n] = 0;
+		buf[strcspn(buf, "\n")] = 0;
+	}
+}
+
 /* The destroys recorded since trace_clear(), at most @max. */
 static int trace_read(struct destroy *d, int max)
 {
@@ -143,6 +161,9 @@ static int trace_read(struct destroy *d, int max)
 		*dash = 0;
 		d[n].tid = atoi(dash + 1);
 		snprintf(d[n].comm, sizeof(d[n].comm), "%.31s", task);
+		/* "<...>": the tracer has no name saved for it; a kworker lives on. */
+		if (!strcmp(d[n].comm, "<...>"))
+			task_comm(d[n].tid, d[n].comm, sizeof(d[n].comm));
 		n++;
 	}
 	fclose(f);
