@@ -33,16 +33,17 @@
  *     kvm->mm, does x86 KVM unmap its private memslots from the VMM (the
  *     APIC access page, the identity map and TSS).  So the reference goes to
  *     a thread of the VMM, with task_work_add(TWA_RESUME): the thread that
- *     created the VM if it lives, else a thread of the process the VM was
- *     found in; it drops it on its next return to user space.  Where no
+ *     created the VM if it lives, else the first thread of the process the
+ *     VM was found in; it drops it on its next return to user space.  Where no
  *     thread of the VMM still runs in the VM's address space (the VMM has
  *     exited: KVM too then destroys the VM without it), or the chosen
  *     thread has not got there within KVMSTATS_HANDOVER_TIMEOUT (a thread
  *     asleep in the kernel), the module's worker drops it, with the VM's
  *     address space borrowed (kthread_use_mm()) while it still has users.
- *   - A tracker whose last file closes while others still hold the VM
- *     gives its reference back the same way: its VMM may have closed its
- *     own fds meanwhile, and then that reference is the last.
+ *   - A tracker whose last file closes while others still hold the VM just
+ *     drops its reference, from the worker: that destroys nothing.  If it
+ *     is the VM's last by the time the worker gets there (the VMM closed
+ *     its fds meanwhile), it goes to a VMM thread as above.
  *
  * Nothing here touches the VMM's address space or locks: no notifier is
  * registered on it and its mmap lock is never taken, so attaching a stats
@@ -235,39 +236,32 @@ static bool kvmstats_runs_in(struct task_struct *t, struct mm_struct *mm)
 /*
  * A thread of @vm's VMM to drop its reference, with a task reference, or
  * NULL: the thread that created the VM (kvm->userspace_pid, a thread id of
- * the initial pid namespace), else a thread of the process the VM was
- * found in, provided it still runs in the VM's address space.  One that is
- * running now is preferred: it will be back in user space soonest.
+ * the initial pid namespace), else the first thread of the process the VM
+ * was found in, its leader unless that has exited, provided it still runs
+ * in the VM's address space.  Those are the threads least likely to be
+ * running a vCPU of another VM: task work runs inside KVM_RUN too (at a
+ * guest exit, with that vCPU's mutex held), and a VM destroyed there would
+ * take locks that KVM orders outside a vCPU's mutex.
  */
 static struct task_struct *kvmstats_vmm_thread(struct kvmstats_tracker *vm)
 {
 	struct mm_struct *mm = vm->ref.kvm->mm;
-	struct task_struct *t, *creator, *leader = NULL, *found = NULL;
-	struct task_struct *asleep = NULL;
+	struct task_struct *t, *leader, *found = NULL;
 
 	rcu_read_lock();
-	creator = pid_task(find_pid_ns(vm->ref.kvm->userspace_pid,
-				       &init_pid_ns), PIDTYPE_PID);
-	if (creator && kvmstats_runs_in(creator, mm)) {
-		if (task_is_running(creator))
-			found = creator;
-		asleep = creator;
-	}
-	if (!found && vm->vmm)
-		leader = pid_task(vm->vmm, PIDTYPE_TGID);
+	t = pid_task(find_pid_ns(vm->ref.kvm->userspace_pid, &init_pid_ns),
+		     PIDTYPE_PID);
+	if (t && kvmstats_runs_in(t, mm))
+		found = t;
+	leader = !found && vm->vmm ? pid_task(vm->vmm, PIDTYPE_TGID) : NULL;
 	if (leader) {
 		for_each_thread(leader, t) {
-			if (!kvmstats_runs_in(t, mm))
-				continue;
-			if (task_is_running(t)) {
+			if (kvmstats_runs_in(t, mm)) {
 				found = t;
 				break;
 			}
-			if (!asleep)
-				asleep = t;
 		}
 	}
-	found = found ?: asleep;
 	if (found)
 		get_task_struct(found);
 	rcu_read_unlock();
@@ -326,7 +320,15 @@ static void kvmstats_give(struct work_struct *work)
 
 	list_for_each_entry_safe(vm, tmp, &list, going_node) {
 		list_del_init(&vm->going_node);
-		if (kvmstats_hand_over(vm))
+		/*
+		 * Where others still hold the VM (the last stats file of a
+		 * live VM closed), there is nothing to destroy: drop the
+		 * reference here.  Should the VMM close its last fd of the
+		 * VM at this very moment, the VM is destroyed here, with its
+		 * address space borrowed.
+		 */
+		if (refcount_read(&vm->ref.kvm->users_count) == 1 &&
+		    kvmstats_hand_over(vm))
 			continue;
 		kvmstats_give_ref(vm);
 		kvmstats_tracker_put(vm);
