@@ -123,6 +123,7 @@ extern atomic_t kvmstats_live_vms;
 extern atomic_t kvmstats_handed_over;
 
 int kvmstats_stats_fd(const struct kvmstats_fd_request *req);
+int kvmstats_schema_fd(const struct kvmstats_layout *l, const char *id);
 long kvmstats_read_batch(struct kvmstats_read_batch __user *ubatch);
 void kvmstats_file_freeze(struct kvmstats_file *sf);
 

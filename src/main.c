@@ -30,6 +30,21 @@ static long kvmstats_ioctl_get_stats_fd(struct kvmstats_fd_request __user *ureq)
 	return kvmstats_stats_fd(&req);
 }
 
+static long kvmstats_ioctl_get_schema_fd(struct kvmstats_schema_request __user *ureq)
+{
+	struct kvmstats_schema_request req;
+
+	if (copy_from_user(&req, ureq, sizeof(req)))
+		return -EFAULT;
+	if ((req.flags & ~KVMSTATS_SCHEMA_VCPU) || req.reserved0 ||
+	    req.reserved[0] || req.reserved[1] || req.reserved[2])
+		return -EINVAL;
+	if (req.flags & KVMSTATS_SCHEMA_VCPU)
+		return kvmstats_schema_fd(&kvmstats_vcpu_layout,
+					  "kvmstats-schema/vcpu");
+	return kvmstats_schema_fd(&kvmstats_vm_layout, "kvmstats-schema");
+}
+
 static long kvmstats_dev_ioctl(struct file *file, unsigned int cmd,
 			       unsigned long arg)
 {
@@ -48,6 +63,8 @@ static long kvmstats_dev_ioctl(struct file *file, unsigned int cmd,
 		return kvmstats_list_pidfd(argp);
 	case KVMSTATS_LIST_VCPUS:
 		return kvmstats_list_vcpus(argp);
+	case KVMSTATS_GET_SCHEMA_FD:
+		return kvmstats_ioctl_get_schema_fd(argp);
 	default:
 		return -ENOTTY;
 	}

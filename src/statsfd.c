@@ -285,6 +285,52 @@ err_free:
 }
 
 /*
+ * A file laid out as a stats file, with the header and descriptors of
+ * @l, the id @id and a data block of zeros (KVMSTATS_GET_SCHEMA_FD): it
+ * belongs to no VM, and reads exactly as a frozen stats file does.
+ */
+int kvmstats_schema_fd(const struct kvmstats_layout *l, const char *id)
+{
+	struct kvmstats_file *sf;
+	struct file *file;
+	int fd, ret;
+
+	sf = kzalloc(sizeof(*sf), GFP_KERNEL_ACCOUNT);
+	if (sf)
+		sf->frozen = kzalloc(l->data_size, GFP_KERNEL_ACCOUNT);
+	if (!sf || !sf->frozen) {
+		ret = -ENOMEM;
+		goto err_free;
+	}
+	sf->layout = l;
+	sf->live = sf->frozen;
+	seqcount_init(&sf->seq);
+	RCU_INIT_POINTER(sf->data, (const void *)sf->frozen);
+	strscpy(sf->id, id, sizeof(sf->id));
+
+	fd = get_unused_fd_flags(O_CLOEXEC);
+	if (fd < 0) {
+		ret = fd;
+		goto err_free;
+	}
+	file = anon_inode_getfile("kvmstats-schema", &kvmstats_file_fops, sf,
+				  O_RDONLY);
+	if (IS_ERR(file)) {
+		put_unused_fd(fd);
+		ret = PTR_ERR(file);
+		goto err_free;
+	}
+	file->f_mode |= FMODE_PREAD;
+	atomic_inc(&kvmstats_live_files);
+	fd_install(fd, file);
+	return fd;
+
+err_free:
+	kvmstats_file_free(sf);
+	return ret;
+}
+
+/*
  * vfs_read() for a stats file, which READ_BATCH cannot call (it is not
  * exported): pread(2)'s checks in pread(2)'s order, the LSM's read hook
  * and the access event for inotify/fanotify included.

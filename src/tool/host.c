@@ -46,8 +46,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <unistd.h>
+#include <linux/kvmstats.h>
 
 #include "tool.h"
 
@@ -330,17 +332,24 @@ int source_schema(const struct source *src, bool vcpu, struct kvmstats_file **f)
 	int sfd, err;
 
 	*f = NULL;
-	/*
-	 * The device cannot give its tables without a VM yet: that needs an
-	 * ioctl of its own (a stats file of the module's descriptors, say).
-	 */
-	if (!src->dir)
-		return -EOPNOTSUPP;
-	snprintf(path, sizeof(path), "%s/schema/%s", src->dir,
-		 vcpu ? "vcpu" : "vm");
-	sfd = open(path, O_RDONLY | O_CLOEXEC);
-	if (sfd < 0)
-		return -errno;
+	if (!src->dir) {
+		/* The module's own tables (API 4); -ENOTTY from an older one. */
+		struct kvmstats_schema_request req = {
+			.flags = vcpu ? KVMSTATS_SCHEMA_VCPU : 0,
+		};
+
+		sfd = ioctl(src->devfd, KVMSTATS_GET_SCHEMA_FD, &req);
+		if (sfd < 0)
+			return errno == ENOTTY || errno == EINVAL ?
+				       -EOPNOTSUPP :
+				       -errno;
+	} else {
+		snprintf(path, sizeof(path), "%s/schema/%s", src->dir,
+			 vcpu ? "vcpu" : "vm");
+		sfd = open(path, O_RDONLY | O_CLOEXEC);
+		if (sfd < 0)
+			return -errno;
+	}
 	err = kvmstats_file_adopt(sfd, 0, f);
 	if (err)
 		close(sfd);

@@ -234,8 +234,13 @@ int schema_files(const struct source *src, const char *cmd, const char *sel,
 		kvmstats_file_free(*vmf);
 		*vmf = NULL;
 		if (terr != -EOPNOTSUPP && terr != -ENOENT) {
-			errmsg("%s: KVMSTATS_STATS_DIR %s/schema: %s", cmd,
-			       src->dir, kvmstats_strerror(terr));
+			if (src->dir)
+				errmsg("%s: KVMSTATS_STATS_DIR %s/schema: %s",
+				       cmd, src->dir, kvmstats_strerror(terr));
+			else
+				errmsg("%s: %s: the module's tables (KVMSTATS_GET_SCHEMA_FD): %s",
+				       cmd, "/dev/kvmstats",
+				       kvmstats_strerror(terr));
 			return exit_for(terr);
 		}
 	}
@@ -248,7 +253,7 @@ int schema_files(const struct source *src, const char *cmd, const char *sel,
 			errmsg("%s: no VM this process may inspect to read the descriptors from (without the module, KVM gives them only with a VM: start one)",
 			       cmd);
 		else
-			errmsg("%s: no VM on this host to read the descriptors from (this kvmstats module has no call for its own tables: start a VM)",
+			errmsg("%s: no VM on this host to read the descriptors from (a kvmstats module older than API version 4 cannot give its own tables: start a VM)",
 			       cmd);
 		free(vms);
 		return EXIT_NOVM;

@@ -32,6 +32,9 @@ _Static_assert(_IOC_SIZE(KVMSTATS_LIST_PIDFD) ==
 _Static_assert(_IOC_SIZE(KVMSTATS_LIST_VCPUS) ==
 		       sizeof(struct kvmstats_vcpu_list),
 	       "KVMSTATS_LIST_VCPUS size");
+_Static_assert(_IOC_SIZE(KVMSTATS_GET_SCHEMA_FD) ==
+		       sizeof(struct kvmstats_schema_request),
+	       "KVMSTATS_GET_SCHEMA_FD size");
 
 /* ---- the device ---- */
 int __kvmstats_open(void); /* O_RDONLY | O_CLOEXEC */

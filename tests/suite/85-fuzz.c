@@ -987,7 +987,8 @@ static bool is_our_cmd(unsigned long cmd)
 {
 	return cmd == KVMSTATS_GET_API_VERSION || cmd == KVMSTATS_LIST_VMS ||
 	       cmd == KVMSTATS_GET_STATS_FD || cmd == KVMSTATS_READ_BATCH ||
-	       cmd == KVMSTATS_LIST_PIDFD || cmd == KVMSTATS_LIST_VCPUS;
+	       cmd == KVMSTATS_LIST_PIDFD || cmd == KVMSTATS_LIST_VCPUS ||
+	       cmd == KVMSTATS_GET_SCHEMA_FD;
 }
 
 static void act_other_cmd(void)

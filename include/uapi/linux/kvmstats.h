@@ -29,7 +29,8 @@
  *
  *	Returns KVMSTATS_API_VERSION.  The argument must be 0 (EINVAL).
  *	Version 2 added KVMSTATS_LIST_PIDFD and KVMSTATS_FD_PIDFD, version 3
- *	KVMSTATS_LIST_VCPUS; everything of earlier versions is unchanged.
+ *	KVMSTATS_LIST_VCPUS, version 4 KVMSTATS_GET_SCHEMA_FD; everything of
+ *	earlier versions is unchanged.
  *
  *
  * KVMSTATS_LIST_VMS			_IOWR(0xBE, 0x01, struct kvmstats_vm_list)
@@ -181,6 +182,21 @@
  *	E2BIG.
  *
  *
+ * KVMSTATS_GET_SCHEMA_FD		_IOW(0xBE, 0x06, struct kvmstats_schema_request)
+ *
+ *	Returns a new read-only fd laid out as a stats fd (see below) whose
+ *	header and descriptors are, byte for byte, those every VM's stats fd
+ *	carries (@flags 0) or every vCPU's (KVMSTATS_SCHEMA_VCPU): the running
+ *	KVM's own, which the module learned when it loaded.  Its id is
+ *	"kvmstats-schema" or "kvmstats-schema/vcpu" and its data block is all
+ *	zeros.  No VM is needed: this is how a tool describes the statistics
+ *	before any VM runs.
+ *
+ *	Errors: EFAULT; EINVAL (@flags other than KVMSTATS_SCHEMA_VCPU,
+ *	non-zero @reserved0 or @reserved); EMFILE, ENFILE, ENOMEM as for
+ *	open(2).
+ *
+ *
  * KVMSTATS_READ_BATCH			_IOWR(0xBE, 0x03, struct kvmstats_read_batch)
  *
  *	Reads from many kvmstats stats fds of the calling process in one call,
@@ -262,7 +278,7 @@
 #include <linux/ioctl.h>
 #include <linux/types.h>
 
-#define KVMSTATS_API_VERSION	3
+#define KVMSTATS_API_VERSION	4
 
 #define KVMSTATS_DEVICE		"/dev/kvmstats"
 
@@ -340,6 +356,15 @@ struct kvmstats_vcpu_list {
 	struct kvmstats_vcpu vcpus[];
 };
 
+struct kvmstats_schema_request {
+	__u32 flags;		/* 0 or KVMSTATS_SCHEMA_VCPU */
+	__u32 reserved0;	/* must be 0 */
+	__u64 reserved[3];	/* must be 0 */
+};
+
+/* kvmstats_schema_request.flags: the vCPU table, not the VM's. */
+#define KVMSTATS_SCHEMA_VCPU	(1U << 0)
+
 #define KVMSTATS_IO		0xBE
 
 #define KVMSTATS_GET_API_VERSION _IO(KVMSTATS_IO, 0x00)
@@ -348,5 +373,6 @@ struct kvmstats_vcpu_list {
 #define KVMSTATS_READ_BATCH	_IOWR(KVMSTATS_IO, 0x03, struct kvmstats_read_batch)
 #define KVMSTATS_LIST_PIDFD	_IOWR(KVMSTATS_IO, 0x04, struct kvmstats_pidfd_list)
 #define KVMSTATS_LIST_VCPUS	_IOWR(KVMSTATS_IO, 0x05, struct kvmstats_vcpu_list)
+#define KVMSTATS_GET_SCHEMA_FD	_IOW(KVMSTATS_IO, 0x06, struct kvmstats_schema_request)
 
 #endif /* _UAPI_LINUX_KVMSTATS_H */
