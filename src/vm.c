@@ -141,10 +141,10 @@ static void kvmstats_tracker_put(struct kvmstats_tracker *vm)
 
 /*
  * Drop the tracker's VM reference (and the vendor module's after it: the
- * VM's destruction runs its code).  From a kernel thread, with the VM's
- * address space borrowed while it has users, so that KVM unmaps from it
- * what it mapped there for the VM, as it does when the VMM drops the last
- * reference itself.
+ * VM's destruction runs its code).  From a kernel thread, where it is the
+ * VM's last, with the VM's address space borrowed while it has users, so
+ * that KVM unmaps from it what it mapped there for the VM, as it does when
+ * the VMM drops the last reference itself.
  */
 static void kvmstats_give_ref(struct kvmstats_tracker *vm)
 {
@@ -152,6 +152,7 @@ static void kvmstats_give_ref(struct kvmstats_tracker *vm)
 	bool borrowed = false;
 
 	if ((current->flags & PF_KTHREAD) && !current->mm &&
+	    refcount_read(&vm->ref.kvm->users_count) == 1 &&
 	    mmget_not_zero(mm)) {
 		kthread_use_mm(mm);
 		borrowed = true;
