@@ -192,15 +192,56 @@ static const struct file_operations kvmstats_file_fops = {
 	.llseek = noop_llseek,
 };
 
+/* A stats file of layout @l, not yet attached or installed. */
+static struct kvmstats_file *kvmstats_file_alloc(const struct kvmstats_layout *l)
+{
+	struct kvmstats_file *sf = kzalloc(sizeof(*sf), GFP_KERNEL_ACCOUNT);
+
+	if (sf)
+		sf->frozen = kzalloc(l->data_size, GFP_KERNEL_ACCOUNT);
+	if (!sf || !sf->frozen) {
+		kvmstats_file_free(sf);
+		return NULL;
+	}
+	sf->layout = l;
+	seqcount_init(&sf->seq);
+	return sf;
+}
+
+/*
+ * An fd for @sf, whose data pointer is set: KVM's own order, with
+ * fd_install() last, so that no error path has to take back an installed
+ * fd.  On failure @sf is the caller's.
+ */
+static int kvmstats_file_install(struct kvmstats_file *sf, const char *name)
+{
+	struct file *file;
+	int fd;
+
+	fd = get_unused_fd_flags(O_CLOEXEC);
+	if (fd < 0)
+		return fd;
+	file = anon_inode_getfile(name, &kvmstats_file_fops, sf, O_RDONLY);
+	if (IS_ERR(file)) {
+		put_unused_fd(fd);
+		return PTR_ERR(file);
+	}
+	/* Pseudo files do not get FMODE_PREAD by themselves. */
+	file->f_mode |= FMODE_PREAD;
+	atomic_inc(&kvmstats_live_files);
+	pr_debug("created a stats file of %s\n", sf->id);
+	fd_install(fd, file);
+	return fd;
+}
+
 /*
  * Make a stats file for the VM named by @req (@req->vcpu < 0) or for its
  * vCPU number @req->vcpu, and return its fd.
  *
- * The file's memory and a spare tracker are allocated first, so that once
- * a VM reference is held nothing fails before the tracker has it: a VM
+ * The file's memory and a spare tracker are allocated first: a VM
  * reference found here may be the VM's last by the time it is given back
- * (its VMM may close its fds meanwhile), and only the tracker gives one
- * back where KVM would destroy the VM.
+ * (its VMM may close its fds meanwhile), and only a tracker gives one back
+ * where KVM would destroy the VM, so no VM reference is ever dropped here.
  */
 int kvmstats_stats_fd(const struct kvmstats_fd_request *req)
 {
@@ -209,10 +250,10 @@ int kvmstats_stats_fd(const struct kvmstats_fd_request *req)
 	struct kvmstats_vm_ref ref;
 	struct kvmstats_file *sf;
 	struct pid *vmm;
-	struct file *file;
-	int fd, ret;
+	int ret;
 
-	sf = kzalloc(sizeof(*sf), GFP_KERNEL_ACCOUNT);
+	sf = kvmstats_file_alloc(req->vcpu < 0 ? &kvmstats_vm_layout :
+						 &kvmstats_vcpu_layout);
 	spare = kvmstats_vm_alloc();
 	if (!sf || !spare) {
 		ret = -ENOMEM;
@@ -224,7 +265,6 @@ int kvmstats_stats_fd(const struct kvmstats_fd_request *req)
 		goto err_free;
 
 	if (req->vcpu < 0) {
-		sf->layout = &kvmstats_vm_layout;
 		memcpy(sf->id, ref.kvm->stats_id, sizeof(sf->id));
 		sf->live = &ref.kvm->stat;
 		strscpy(name, "kvmstats-vm", sizeof(name));
@@ -236,48 +276,24 @@ int kvmstats_stats_fd(const struct kvmstats_fd_request *req)
 			v = kvm_get_vcpu(ref.kvm, req->vcpu);
 		if (!v) {
 			kvmstats_vm_release(&ref, vmm, spare);
-			ret = -ENOENT;
-			goto err_free_sf;
+			kvmstats_file_free(sf);
+			return -ENOENT;
 		}
-		sf->layout = &kvmstats_vcpu_layout;
 		memcpy(sf->id, v->stats_id, sizeof(sf->id));
 		sf->live = &v->stat;
 		snprintf(name, sizeof(name), "kvmstats-vcpu:%d", v->vcpu_id);
 	}
-	sf->frozen = kmalloc(sf->layout->data_size, GFP_KERNEL_ACCOUNT);
-	if (!sf->frozen) {
-		kvmstats_vm_release(&ref, vmm, spare);
-		ret = -ENOMEM;
-		goto err_free_sf;
-	}
-	seqcount_init(&sf->seq);
 	RCU_INIT_POINTER(sf->data, sf->live);
 	kvmstats_vm_attach(sf, &ref, vmm, spare);
 
 	/* From here on the tracker holds the VM; detaching gives it back. */
-	fd = get_unused_fd_flags(O_CLOEXEC);
-	if (fd < 0) {
-		ret = fd;
-		goto err_detach;
+	ret = kvmstats_file_install(sf, name);
+	if (ret < 0) {
+		kvmstats_vm_detach(sf);
+		kvmstats_file_free(sf);
 	}
-	file = anon_inode_getfile(name, &kvmstats_file_fops, sf, O_RDONLY);
-	if (IS_ERR(file)) {
-		put_unused_fd(fd);
-		ret = PTR_ERR(file);
-		goto err_detach;
-	}
-	/* Pseudo files do not get FMODE_PREAD by themselves. */
-	file->f_mode |= FMODE_PREAD;
-	atomic_inc(&kvmstats_live_files);
-	pr_debug("created a stats file of %s\n", sf->id);
-	fd_install(fd, file);
-	return fd;
-
-err_detach:
-	kvmstats_vm_detach(sf);
-err_free_sf:
-	kvmstats_file_free(sf);
 	return ret;
+
 err_free:
 	kvmstats_vm_free(spare);
 	kvmstats_file_free(sf);
@@ -291,42 +307,17 @@ err_free:
  */
 int kvmstats_schema_fd(const struct kvmstats_layout *l, const char *id)
 {
-	struct kvmstats_file *sf;
-	struct file *file;
-	int fd, ret;
+	struct kvmstats_file *sf = kvmstats_file_alloc(l);
+	int ret;
 
-	sf = kzalloc(sizeof(*sf), GFP_KERNEL_ACCOUNT);
-	if (sf)
-		sf->frozen = kzalloc(l->data_size, GFP_KERNEL_ACCOUNT);
-	if (!sf || !sf->frozen) {
-		ret = -ENOMEM;
-		goto err_free;
-	}
-	sf->layout = l;
+	if (!sf)
+		return -ENOMEM;
 	sf->live = sf->frozen;
-	seqcount_init(&sf->seq);
 	RCU_INIT_POINTER(sf->data, (const void *)sf->frozen);
 	strscpy(sf->id, id, sizeof(sf->id));
-
-	fd = get_unused_fd_flags(O_CLOEXEC);
-	if (fd < 0) {
-		ret = fd;
-		goto err_free;
-	}
-	file = anon_inode_getfile("kvmstats-schema", &kvmstats_file_fops, sf,
-				  O_RDONLY);
-	if (IS_ERR(file)) {
-		put_unused_fd(fd);
-		ret = PTR_ERR(file);
-		goto err_free;
-	}
-	file->f_mode |= FMODE_PREAD;
-	atomic_inc(&kvmstats_live_files);
-	fd_install(fd, file);
-	return fd;
-
-err_free:
-	kvmstats_file_free(sf);
+	ret = kvmstats_file_install(sf, "kvmstats-schema");
+	if (ret < 0)
+		kvmstats_file_free(sf);
 	return ret;
 }
 
