@@ -54,12 +54,7 @@
 /* Larger than any stats file a KVM serves: 64 KiB is a thousand stats. */
 #define KVMSTATS_PROBE_FILE_MAX	(64 * 1024)
 
-static const struct file_operations *kvmstats_kvm_vm_fops __ro_after_init;
-
-bool kvmstats_is_vm_file(const struct file *file)
-{
-	return file && file->f_op == kvmstats_kvm_vm_fops;
-}
+const struct file_operations *kvmstats_kvm_vm_fops __ro_after_init;
 
 static long kvmstats_probe_ioctl(struct file *file, unsigned int cmd,
 				 unsigned long arg)
