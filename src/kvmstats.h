@@ -112,8 +112,9 @@ struct kvmstats_tracker;
 /*
  * A stats file.  @data is what reads copy from: the live &kvm->stat or
  * &vcpu->stat while someone but kvmstats holds the VM, @frozen once nobody
- * does (vm.c).  Readers load @data under rcu_read_lock() and copy inside a
- * read section of @seq, which a freeze writes; @frozen and @id live as
+ * does (vm.c).  Readers load @data with preemption disabled (an RCU-sched
+ * read side: synchronize_rcu() waits for it) and copy inside a read section
+ * of @seq, which a freeze writes; @frozen and @id live as
  * long as the file.  @frozen is allocated with the file but apart from it,
  * so that the small part a read touches packs densely: a sweep of
  * thousands of files then touches fewer pages.

@@ -4,12 +4,12 @@
  *
  * The read path copies the header and descriptors from the layout, the id
  * from the file and the data block from where the file's data pointer
- * points: the live struct kvm / struct kvm_vcpu statistics while the VM's
- * creator lives, the file's own frozen copy after (vm.c).  Like KVM's own
- * stats fd it takes no lock, allocates nothing and never waits for the VM
- * or its vCPUs; the pointer is loaded in an RCU read-side section, so that
- * a freeze can tell when no reader uses the live data any more, and nothing
- * in that section sleeps.  While the data pointer is live, the file's
+ * points: the live struct kvm / struct kvm_vcpu statistics while someone
+ * but kvmstats holds the VM, the file's own frozen copy after (vm.c).
+ * Like KVM's own stats fd it takes no lock, allocates nothing and never
+ * waits for the VM or its vCPUs; the pointer is loaded with preemption
+ * disabled, an RCU-sched read side, so that a freeze can tell when no
+ * reader uses the live data any more, and nothing in that section sleeps.  While the data pointer is live, the file's
  * tracker holds a VM reference, and KVM frees a VM and its vCPUs only when
  * the last reference goes (kvm_destroy_vm()); vCPUs are never freed alone.
  */
@@ -31,12 +31,14 @@ atomic_t kvmstats_live_files = ATOMIC_INIT(0);
 /*
  * Copy @len bytes at @off of @sf's data block to @ubuf.
  *
- * The data pointer is only good inside an RCU read-side section, where
- * nothing may sleep; besides, a reader whose buffer faults could sleep for
- * as long as it likes (userfaultfd, FUSE, slow storage), and a freeze
- * waits for every reader that may still use a live pointer before it
- * gives the VM back.  So the copy to user memory is made with page faults
- * disabled: a buffer that is mapped and writable (the usual case) takes it
+ * The data pointer is only good inside a read-side section, where nothing
+ * may sleep: preemption is disabled, which synchronize_rcu() waits for
+ * (one out-of-line call fewer each way than rcu_read_lock() on a
+ * preemptible kernel, and a freeze's wait is the same grace period).
+ * Besides, a reader whose buffer faults could sleep for as long as it
+ * likes (userfaultfd, FUSE, slow storage), and a freeze waits for every
+ * reader that may still use a live pointer before it gives the VM back.
+ * So the copy to user memory is made with page faults disabled: a buffer that is mapped and writable (the usual case) takes it
  * in one go, as KVM's own read does; what faults goes through a small
  * bounce buffer on the stack, filled inside the section with plain loads
  * and copied to the user outside it.
@@ -62,29 +64,30 @@ static int kvmstats_copy_data(const struct kvmstats_file *sf,
 
 	if (!access_ok(ubuf, len))
 		return -EFAULT;
-	rcu_read_lock();
+	preempt_disable();
 	pagefault_disable();
 	do {
 		const void *src;
 
 		seq = read_seqcount_begin(&sf->seq);
-		src = rcu_dereference(sf->data) + off;
+		src = rcu_dereference_sched(sf->data) + off;
 		kvmstats_debug_read_delay();
 		left = __copy_to_user_inatomic(ubuf, src, len);
 	} while (read_seqcount_retry(&sf->seq, seq));
 	pagefault_enable();
-	rcu_read_unlock();
+	preempt_enable();
 
 	off += len - left;
 	ubuf += len - left;
 	for (len = left; len; off += n, ubuf += n, len -= n) {
 		n = min(len, sizeof(bounce));
-		rcu_read_lock();
+		preempt_disable();
 		do {
 			seq = read_seqcount_begin(&sf->seq);
-			memcpy(bounce, rcu_dereference(sf->data) + off, n);
+			memcpy(bounce, rcu_dereference_sched(sf->data) + off,
+			       n);
 		} while (read_seqcount_retry(&sf->seq, seq));
-		rcu_read_unlock();
+		preempt_enable();
 		if (copy_to_user(ubuf, bounce, n))
 			return -EFAULT;
 	}

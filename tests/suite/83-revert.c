@@ -37,8 +37,8 @@
 #include "kvmstats_util.h"
 #include "rel_util.h"
 
-#define DELAY_MS  6000
-#define FREEZE_MS 4000 /* well inside DELAY_MS */
+#define DELAY_MS  3000
+#define FREEZE_MS 2000 /* well inside DELAY_MS */
 
 static int dev;
 
