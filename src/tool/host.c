@@ -332,6 +332,8 @@ int source_schema(const struct source *src, bool vcpu, struct kvmstats_file **f)
 	int sfd, err;
 
 	*f = NULL;
+	if (src->native)
+		return -EOPNOTSUPP; /* KVM gives its tables with a VM only */
 	if (!src->dir) {
 		/* The module's own tables (API 4); -ENOTTY from an older one. */
 		struct kvmstats_schema_request req = {
