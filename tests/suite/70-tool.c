@@ -1005,10 +1005,11 @@ int main(void)
 	} else {
 		tap_eq(run(TOOL " schema 2>&1"), 0,
 		       "schema without a VM exits 0");
-		tap_check(strstr(out, "from the module's tables") &&
-				  strstr(out, "remote_tlb_flush") &&
-				  strstr(out, "halt_wait_hist"),
-			  "schema without a VM lists the module's VM and vCPU tables");
+		tap_check(
+			strstr(out, "from the module's tables") &&
+				strstr(out, "remote_tlb_flush") &&
+				strstr(out, "halt_wait_hist"),
+			"schema without a VM lists the module's VM and vCPU tables");
 	}
 
 	halted = vm_create(1, NULL);
