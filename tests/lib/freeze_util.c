@@ -13,7 +13,6 @@
 #include <linux/netlink.h>
 
 #include "freeze_util.h"
-#include "kvm_util.h"
 
 int __kvm_uevent_open(void)
 {
@@ -164,4 +163,28 @@ long kvmstats_wait_settled(unsigned int timeout_ms)
 		tap_diag("live_vms was %ld at the start: %ld after %.1f s",
 			 first, v, (now_ns() - t0) / 1e9);
 	return v;
+}
+
+bool stats_blob_torn_down(const struct stats_blob *before,
+			  const struct stats_blob *after, const char *what)
+{
+	const struct kvm_stats_header *h = stats_header(before);
+	struct stats_blob *want;
+	uint32_t i;
+	bool ok;
+
+	want = malloc(sizeof(*want));
+	if (!want)
+		tap_bail("out of memory");
+	memcpy(want, before, sizeof(*want));
+	for (i = 0; i < h->num_desc; i++) {
+		const struct kvm_stats_desc *d = stats_desc(before, i);
+
+		if (!strncmp(d->name, "pages_", 6))
+			memset(want->data + h->data_offset + d->offset, 0,
+			       (size_t)d->size * sizeof(uint64_t));
+	}
+	ok = stats_blob_equal(want, after, what);
+	free(want);
+	return ok;
 }

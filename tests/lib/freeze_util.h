@@ -10,12 +10,26 @@
  *    last reference on a VM is gone.
  *  - kvmstats' counters in /sys/module/kvmstats/parameters: live_vms (VMs
  *    kvmstats holds a reference on) and live_files (open stats files).
+ *
+ * When kvmstats lets a VM go: it holds one reference per VM with open
+ * stats files, and gives it back once it is the VM's last (the VMM exited,
+ * or closed every fd of the VM, and nobody else holds one: a native stats
+ * fd, a VM fd copy, a vCPU fd), or once the VM's last stats file closes.
+ * A scan every 100 ms finds the first case; the files are frozen then
+ * (each reads its own copy of the values of that moment), and after an RCU
+ * grace period the reference goes back, from a thread of the VMM (task
+ * work) while one runs in the VM's address space, else from the module's
+ * worker, at the latest a second later if that thread sleeps in the
+ * kernel.  KVM's destroy event is sent from inside that release, before
+ * live_vms drops: so every check of these counters polls.
  */
 #ifndef KVMSTATS_TEST_FREEZE_UTIL_H
 #define KVMSTATS_TEST_FREEZE_UTIL_H
 
 #include <stdbool.h>
 #include <sys/types.h>
+
+#include "kvmstats_util.h"
 
 /* A NETLINK_KOBJECT_UEVENT socket on the kernel's group; -errno. */
 int __kvm_uevent_open(void);
@@ -38,11 +52,25 @@ long kvmstats_live_vms(void);
 
 /*
  * Polls live_vms every 10 ms until it is @want or @timeout_ms pass;
- * returns the last value.  kvmstats drops a VM's reference from a work
- * item (after its last stats file closes, or once the VMM's address space
- * is gone), so the counter settles a little after the event.
+ * returns the last value.  The counter settles a few hundred ms after the
+ * event that lets a VM go (above), a second more where the VMM thread the
+ * reference was handed to sleeps.
  */
 long kvmstats_wait_live_vms(long want, unsigned int timeout_ms);
+
+/*
+ * Is @after the file @before as KVM's teardown of the VMM's address space
+ * leaves it?  When a VMM's address space goes (exit or exec), KVM's MMU
+ * notifier release zaps every mapping of the guest: the page counts
+ * (pages_4k, pages_2m, pages_1g: every stat named pages_*) drop to 0, and
+ * nothing else changes.  Header, id, descriptors and every other value
+ * must be byte-identical (a vCPU file has no such stats: identical).
+ * 80-lifetime checks that premise on native fds held across a death, on
+ * the same kernel; here it judges kvmstats' files, frozen after such a
+ * teardown.  Prints the first difference as a diagnostic.
+ */
+bool stats_blob_torn_down(const struct stats_blob *before,
+			  const struct stats_blob *after, const char *what);
 
 /*
  * Start of a lifetime test: waits (up to @timeout_ms) until kvmstats
