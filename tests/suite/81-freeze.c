@@ -1,35 +1,43 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
- * Freezing (issue 13): a stats fd does not keep a dead VMM's VM alive.
+ * Freezing (issues 13 and 17): a stats fd never keeps a dead VMM's VM alive.
  *
- * While the process that created a VM (its address space, kvm->mm) lives,
- * kvmstats holds one reference on the VM (and, where the VM file's owner
- * is the vendor module, one on that module) for all its stats files.  When
- * that address space is torn down - the VMM's last thread exits, or it
- * execs - the VM can never run again: the files switch to a copy of their
- * last values and kvmstats lets the VM go, so KVM destroys it as soon as
- * nobody else holds it.
+ * kvmstats holds one reference on a VM with open stats files (and, where
+ * the VM file's owner is the vendor module, one on that module) as long as
+ * someone else holds the VM too: the VMM's VM or vCPU fds, a copy of them
+ * in another process, a native stats fd.  Once its reference is the last
+ * (the VMM exited, exec'd, or closed every fd of the VM; nobody else holds
+ * one), the VM can never run again: within a few hundred ms the files
+ * switch to a copy of the values of that moment and kvmstats gives the
+ * reference back, so KVM destroys the VM.  For a VMM that died, that
+ * moment is after KVM's teardown of its address space: the vCPU files
+ * read what they read before the death, the VM file that with its page
+ * counts 0 (stats_blob_torn_down(); 80-lifetime checks it on native fds).
  *
  *  - A child VMM with 3 vCPUs that did 40 port writes each is SIGKILLed
  *    while only our stats fds hold its VM: KVM's destroy uevent arrives,
  *    the vendor module's refcount and live_vms return to their bases, and
- *    every fd keeps reading exactly what it read before the death (which
- *    was byte-identical to KVM_GET_STATS_FD's files), through pread and
- *    READ_BATCH.  The vendor module can then be unloaded under the open
- *    fds (they still read the same), kvmstats cannot, and a reloaded
- *    vendor module serves new VMs.
+ *    the fds (byte-identical to KVM_GET_STATS_FD's files before the death)
+ *    read the values after the teardown, unchanged from then on, through
+ *    pread and READ_BATCH.  The vendor module can then be unloaded under
+ *    the open fds (they still read the same), kvmstats cannot, and a
+ *    reloaded vendor module serves new VMs.
  *  - A VMM whose VM lives is never frozen: its io_exits keep growing after
  *    a child it forked exits, after a vfork()ed child execs and exits, and
  *    after its main thread exits with the vCPU thread still running (a
  *    new fd can then still be taken); SIGKILL then freezes it.
  *  - A clone(CLONE_VM) sibling process keeps running the VM after the
  *    VMM process is SIGKILLed: not frozen until the sibling dies too.
- *  - A VMM that execs (new address space, same process) is frozen.
+ *  - A VMM that execs loses its VM and vCPU fds (close-on-exec), after the
+ *    teardown of its old address space: frozen and given back.
  *  - Two VMs of one VMM, the second created after our fds for the first
- *    exist, each freeze with their own values.
+ *    exist: at the VMM's death the one only our files hold is frozen and
+ *    destroyed, the one our copies of its fds hold stays live (identical
+ *    to its native fds) until they close, then freezes with those values.
  *  - A stats fd taken after the VMM died, through a VM fd copy that keeps
- *    the VM alive, is frozen at once: no reference taken, and the VM is
- *    destroyed when the copy is closed.
+ *    the VM alive, is live: it joins kvmstats' one reference, which it
+ *    keeps when the fds taken before the death close, until the copy
+ *    closes; then it freezes and KVM destroys the VM.
  *  - A reader asleep in a page fault on its own buffer (userfaultfd) does
  *    not hold back the release of a dead VMM's VM.
  *  - A VMM that closes every fd of a VM and lives on lets it go: while its
@@ -59,8 +67,9 @@
 #define MAX_VCPUS  4
 #define MAX_FDS	   (MAX_VCPUS + 1) /* the VM's, then each vCPU's */
 #define UEVENT_MS  15000	   /* KVM's destroy event after a death */
-#define SETTLE_MS  10000	   /* counters back to their bases */
+#define SETTLE_MS  15000	   /* counters back to their bases */
 #define FROZEN_RDS 100		   /* reads of each file per frozen check */
+#define HOLD_MS	   500		   /* five of kvmstats' scans for lone VMs */
 
 static int dev, uev;
 static const char *vendor, *vendor_ko;
@@ -76,7 +85,7 @@ static long refcnt_arg(const char *name)
 struct files {
 	int nr; /* 1 + vCPUs */
 	int fd[MAX_FDS];
-	struct stats_blob a[MAX_FDS]; /* snapshot A */
+	struct stats_blob a[MAX_FDS]; /* the snapshot: what they should read */
 };
 
 static void files_open(struct files *f, pid_t pid, int vm_fd, int nr_vcpus)
@@ -114,7 +123,7 @@ static const char *file_name(int i, char *buf, size_t len)
 	return buf;
 }
 
-/* Before the death: each of our files byte-identical to the native one. */
+/* Each file's snapshot byte-identical to the native file's contents now. */
 static void files_vs_native(struct files *f, const int *native,
 			    const char *when)
 {
@@ -131,7 +140,7 @@ static void files_vs_native(struct files *f, const int *native,
 }
 
 /*
- * Every fd reads snapshot A, @rounds times each with pread and once more
+ * Every fd reads its snapshot, @rounds times each with pread and once more
  * all together with READ_BATCH.  Only the first difference is described.
  */
 static void files_read_a(struct files *f, int rounds, const char *when)
@@ -176,8 +185,36 @@ static void files_read_a(struct files *f, int rounds, const char *when)
 	}
 	tap_check(bad == 0,
 		  "%s: %d reads of the %d files (pread and READ_BATCH) all "
-		  "equal snapshot A (%d differ)",
+		  "equal the snapshot (%d differ)",
 		  when, reads, f->nr, bad);
+}
+
+/*
+ * The files of a VM whose VMM died, read now against the snapshot taken
+ * before the death: the vCPU files unchanged, the VM file as KVM's
+ * teardown of the VMM's address space leaves it.  What they read becomes
+ * the snapshot.
+ */
+static void files_after_death(struct files *f, const char *when)
+{
+	static struct stats_blob now;
+	char what[160], name[32];
+	int i, bad = 0;
+
+	for (i = 0; i < f->nr; i++) {
+		snprintf(what, sizeof(what), "%s: %s", when,
+			 file_name(i, name, sizeof(name)));
+		stats_read_all(f->fd[i], &now, what);
+		if (i)
+			bad += !stats_blob_equal(&f->a[i], &now, what);
+		else
+			bad += !stats_blob_torn_down(&f->a[i], &now, what);
+		f->a[i] = now;
+	}
+	tap_check(bad == 0,
+		  "%s: the vCPU files read what they read before the death, "
+		  "the VM file that with page counts 0 (%d of %d files not)",
+		  when, bad, f->nr);
 }
 
 /* The VM is gone from kvmstats and from KVM: the counters and the event. */
@@ -480,14 +517,20 @@ static char proc_state(pid_t pid)
 
 /* ---- the checks ---- */
 
-/* Two VMs of one VMM, the second created after our fds for the first. */
+/*
+ * Two VMs of one VMM, the second created after our fds for the first.
+ * Our copies of the first VM's fds outlive the VMM; the second VM has
+ * only our stats files.
+ */
 static void check_two_vms(void)
 {
 	static struct files f[2];
 	struct fz_vmm v;
 	struct fz_vm *vm;
 	char what[96];
-	int i, j;
+	pid_t creator;
+	long lv;
+	int i, j, n;
 
 	fz_start(&v);
 	vm = fz_new_vm(&v, 2, 11);
@@ -510,12 +553,32 @@ static void check_two_vms(void)
 			       (j ? 31 : 11) + i - 1,
 			       "two VMs: VM %d vCPU %d: " STAT_IO_EXITS " %d",
 			       j, i - 1, (j ? 31 : 11) + i - 1);
-		fz_close_copies(&v.vm[j]);
 	}
+	creator = v.vm[0].info.creator_tid;
+	fz_close_copies(&v.vm[1]);
 	fz_kill(&v);
-	check_released(v.vm[0].info.creator_tid, 2, "two VMs, VMM SIGKILLed");
-	files_read_a(&f[0], FROZEN_RDS, "two VMs: the first VM's fds");
+
+	/* Both VMs have the same creator: count its destroy events. */
+	lv = kvmstats_wait_live_vms(base_vms + 1, SETTLE_MS);
+	n = kvm_uevent_wait(uev, "destroy", creator, 2, 3000);
+	tap_check(n == 1 && lv == base_vms + 1,
+		  "two VMs, VMM SIGKILLed: KVM destroyed the VM only our files "
+		  "held and not the one our copies hold (%d destroy events, "
+		  "live_vms %ld + %ld)",
+		  n, base_vms, lv - base_vms);
+	files_after_death(&f[1], "two VMs: the second VM's files, frozen");
 	files_read_a(&f[1], FROZEN_RDS, "two VMs: the second VM's fds");
+	files_after_death(&f[0], "two VMs: the first VM's files, live");
+	files_vs_native(&f[0], v.vm[0].native,
+			"two VMs: the first VM after the death, its native fds "
+			"open");
+
+	fz_close_copies(&v.vm[0]);
+	check_released(creator, 1, "two VMs: our copies of the first closed");
+	files_read_a(&f[0], FROZEN_RDS,
+		     "two VMs: the first VM's fds, frozen with what its native "
+		     "fds read last");
+	files_read_a(&f[1], 10, "two VMs: the second VM's fds, still");
 	files_close(&f[0]);
 	files_close(&f[1]);
 }
@@ -679,7 +742,10 @@ static void check_clone_vm_sibling(void)
 	files_close(&f);
 }
 
-/* A VMM that execs loses its address space: its VM is frozen. */
+/*
+ * A VMM that execs loses its address space, then its VM and vCPU fds
+ * (close-on-exec): its VM is frozen and let go.
+ */
 static void check_exec(void)
 {
 	static struct files f;
@@ -705,6 +771,8 @@ static void check_exec(void)
 		  "the VMM exec'd and lives on (EOF %s, state %c)",
 		  n == 0 ? "seen" : "not seen", s ? s : '?');
 	check_released(vm->info.creator_tid, 1, "VMM exec'd");
+	files_after_death(&f, "exec: our files, frozen once the exec closed "
+			      "the VMM's fds of its VM");
 	files_read_a(&f, FROZEN_RDS, "exec: our fds");
 	fz_kill(&v);
 	files_read_a(&f, 10, "exec: once the new image is killed too");
@@ -713,13 +781,14 @@ static void check_exec(void)
 
 /*
  * A VM whose creator is gone but which a VM fd copy keeps alive: a stats
- * fd taken then is frozen at once, and holds nothing.
+ * fd taken then is live and joins kvmstats' one reference, which stays
+ * for it when the fds taken before the death close, until the copy goes.
  */
 static void check_late_fd(void)
 {
 	static struct files f, late;
 	struct child_vmm c;
-	int i, n, bad = 0;
+	int i, bad = 0;
 	long v;
 
 	child_vmm_start(&c, 2, NULL, 23);
@@ -729,45 +798,41 @@ static void check_late_fd(void)
 	for (i = 0; i < 2; i++)
 		close(c.native_vcpu_stats[i]);
 	child_vmm_kill(&c);
-	v = kvmstats_wait_live_vms(base_vms, SETTLE_MS);
-	tap_check(v == base_vms,
-		  "late fd: VMM killed, our VM fd copy keeps its VM: live_vms "
-		  "back to %ld (%ld)",
-		  base_vms, v);
+	msleep(HOLD_MS);
+	v = kvmstats_live_vms();
+	tap_check(v == base_vms + 1,
+		  "late fd: VMM killed, our VM fd copy keeps its VM: kvmstats "
+		  "still holds it %d ms later (live_vms %ld + %ld)",
+		  HOLD_MS, base_vms, v - base_vms);
+	files_after_death(&f, "late fd: the fds taken before the death, live");
 	files_open(&late, 0, c.vm_fd, 2);
-	tap_eq(kvmstats_live_vms(), base_vms,
-	       "late fd: 3 fds taken through the copy add no reference");
-	for (i = 1; i < late.nr; i++) {
+	tap_eq(kvmstats_live_vms(), base_vms + 1,
+	       "late fd: 3 fds taken through the copy join kvmstats' one "
+	       "reference of the VM");
+	for (i = 0; i < late.nr; i++) {
 		static struct stats_blob b;
 
-		stats_read_all(late.fd[i], &b, "late vCPU");
-		bad += !stats_blob_equal(&f.a[i], &b, "late vCPU");
+		stats_read_all(late.fd[i], &b, "late fd");
+		bad += !stats_blob_equal(&f.a[i], &b, "late fd");
 	}
 	tap_check(bad == 0,
-		  "late fd: its vCPU files equal the pre-death snapshot (%d "
-		  "differ)",
+		  "late fd: its 3 files read what the fds taken before the "
+		  "death read (%d differ)",
 		  bad);
-	{
-		static struct stats_blob b;
-		const struct kvm_stats_header *h = stats_header(&f.a[0]);
-
-		stats_read_all(late.fd[0], &b, "late VM");
-		/* Data may differ: KVM's own release zapped the mappings. */
-		tap_check(b.size == f.a[0].size &&
-				  !memcmp(b.data, f.a[0].data, h->data_offset),
-			  "late fd: its VM file's header, id and descriptors "
-			  "equal the pre-death file's");
-	}
 	files_snapshot(&late);
-	close(c.vm_fd);
-	n = kvm_uevent_wait(uev, "destroy", c.info.vm_creator_tid, 1,
-			    UEVENT_MS);
-	tap_check(n == 1,
-		  "late fd: closing the copy destroys the VM (uevent PID=%d)",
-		  c.info.vm_creator_tid);
-	files_read_a(&f, 10, "late fd: the fds taken before the death");
-	files_read_a(&late, 10, "late fd: the fds taken after it");
 	files_close(&f);
+	msleep(HOLD_MS);
+	v = kvmstats_live_vms();
+	tap_check(v == base_vms + 1,
+		  "late fd: the fds taken before the death closed, the late "
+		  "ones keep kvmstats' reference (live_vms %ld + %ld)",
+		  base_vms, v - base_vms);
+	files_read_a(&late, 3, "late fd: the fds taken after it, live");
+	close(c.vm_fd);
+	check_released(c.info.vm_creator_tid, 1, "late fd: the copy closed");
+	files_read_a(&late, 10,
+		     "late fd: the fds taken after the death, "
+		     "frozen");
 	files_close(&late);
 }
 
@@ -809,6 +874,7 @@ static void check_kill_and_unload(void)
 
 	child_vmm_kill(&c);
 	check_released(c.info.vm_creator_tid, 1, "VMM SIGKILLed");
+	files_after_death(&f, "after the death");
 	files_read_a(&f, FROZEN_RDS, "after the death");
 
 	/* The vendor module: its VM is gone, nothing of ours pins it. */
@@ -894,7 +960,7 @@ static void check_stalled_reader(void)
 	struct pollfd pfd;
 	struct child_vmm c;
 	size_t len = 64 * 1024;
-	int uffd, n, i, got_fault = 0;
+	int uffd, n, got_fault = 0;
 	long v;
 
 	uffd = syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
@@ -936,8 +1002,7 @@ static void check_stalled_reader(void)
 	n = kvm_uevent_wait(uev, "destroy", c.info.vm_creator_tid, 1,
 			    UEVENT_MS);
 	/* KVM sends the uevent from inside the reference kvmstats drops. */
-	for (i = 0; (v = kvmstats_live_vms()) != base_vms && i < 500; i++)
-		msleep(10);
+	v = kvmstats_wait_live_vms(base_vms, SETTLE_MS);
 	tap_check(n == 1 && v == base_vms,
 		  "with that reader asleep, a dead VMM's VM is still released "
 		  "(destroy uevent: %s within %d s, live_vms %ld)",
@@ -962,6 +1027,7 @@ static void check_stalled_reader(void)
 	v = kvmstats_wait_live_vms(base_vms, SETTLE_MS);
 	tap_check(v == base_vms, "stalled reader: live_vms back to %ld (%ld)",
 		  base_vms, v);
+	files_after_death(&f, "stalled reader: our fds, frozen");
 	files_read_a(&f, 10, "stalled reader: our fds");
 	files_close(&f);
 	munmap(r.buf, len);
