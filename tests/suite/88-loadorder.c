@@ -2,15 +2,25 @@
 /*
  * Load order and unload.
  *
- *  1. kvmstats loaded before the vendor module: unload kvmstats and
- *     kvm_amd (kvm_intel), load kvmstats, then the vendor module, and use
- *     the device (opened before the vendor module came) on a new VM.
+ *  1. kvmstats learns KVM's tables at load by asking KVM (a VM and a vCPU
+ *     of its own, in the loading process), so it refuses to load while
+ *     KVM is not usable: with kvmstats and kvm_amd (kvm_intel) unloaded,
+ *     finit_module(kvmstats) fails with ENODEV and logs one line saying
+ *     why.  Loaded after the vendor module, it serves VMs, and the VM it
+ *     made is gone once the load returns (create and destroy uevents from
+ *     this process, the vendor refcount back to 0).  It then stays loaded
+ *     across an unload and reload of the vendor module with no VM alive:
+ *     the device opened before keeps answering, and serves a VM created
+ *     after the reload.
  *  2. kvmstats unloaded and reloaded while a VMM's vCPUs run: the new
  *     module serves the running VM and its counters grow.
- *  3. Stats fds of a VM whose VMM has exited no longer hold the VM: KVM
- *     destroys it under them, the vendor module (whose code destroys VMs)
- *     then unloads and loads again while they stay open and keep reading
- *     what they read before the exit; kvmstats itself is refused until
+ *  3. A VMM exits while its native VM stats fd (passed over to us) and our
+ *     stats fds hold its VM: the vendor module stays pinned (on 6.12, by
+ *     kvmstats' reference: the native fd pins only kvm).  Once the native
+ *     fd closes, KVM destroys the VM under our fds, the vendor module
+ *     unloads and loads again while they stay open and read what they
+ *     read then (the VM file what the native fd read last, the vCPU file
+ *     what it read before the exit); kvmstats itself is refused until
  *     they are closed.
  *
  * The guest contract's modules (irqbypass, kvm, ccp, vendor, kvmstats)
@@ -41,11 +51,49 @@ static bool busy(int r)
 	return r == -EAGAIN || r == -EBUSY;
 }
 
+#define REFUSAL                                                           \
+	"kvmstats: KVM is not usable here (/dev/kvm: -ENOENT): kvmstats " \
+	"loads after KVM (kvm_amd, kvm_intel, or KVM built in)"
+
+/*
+ * Kernel log records since rel_kmsg_open() whose message is @line, and how
+ * many of those were logged at KERN_ERR.
+ */
+static int kmsg_count(int fd, const char *line, int *nr_err)
+{
+	char rec[8192];
+	int n = 0;
+
+	*nr_err = 0;
+	for (;;) {
+		ssize_t len = read(fd, rec, sizeof(rec) - 1);
+		const char *msg;
+
+		if (len < 0 && errno == EPIPE)
+			continue;
+		if (len <= 0)
+			break;
+		rec[len] = 0;
+		msg = strchr(rec, ';');
+		if (!msg)
+			continue;
+		msg++;
+		if (strlen(msg) < strlen(line) ||
+		    strncmp(msg, line, strlen(line)) ||
+		    (msg[strlen(line)] && msg[strlen(line)] != '\n'))
+			continue;
+		n++;
+		*nr_err += (atoi(rec) & 7) == 3;
+	}
+	return n;
+}
+
 static void order(void)
 {
-	struct child_vmm c;
-	int dev, r, s, n;
 	struct kvmstats_vm *list;
+	struct child_vmm c;
+	int dev, r, s, n, err, kmsg, uev;
+	long ref, v;
 
 	r = rel_unload_module_wait("kvmstats", 3000);
 	tap_check(r == 0, "rmmod kvmstats (%s)", r ? strerror(-r) : "ok");
@@ -53,25 +101,69 @@ static void order(void)
 	if (!tap_check(r == 0, "rmmod %s with no VM left (%s)", vendor,
 		       r ? strerror(-r) : "ok"))
 		return;
+	tap_check(open("/dev/kvm", O_RDWR | O_CLOEXEC) < 0,
+		  "/dev/kvm is absent without %s", vendor);
 
+	kmsg = rel_kmsg_open();
 	r = rel_load_module("kvmstats.ko");
-	tap_check(r == 0, "kvmstats loads without %s (%s)", vendor,
-		  r ? strerror(-r) : "ok");
+	tap_check(r == -ENODEV && !rel_module_loaded("kvmstats"),
+		  "kvmstats refuses to load without %s: ENODEV (%s)", vendor,
+		  r ? strerror(-r) : "it loaded");
+	n = kmsg_count(kmsg, REFUSAL, &err);
+	close(kmsg);
+	tap_check(n == 1 && err == 1,
+		  "and logs why, once, as an error: \"%s\" (%d such lines, %d "
+		  "at KERN_ERR)",
+		  REFUSAL, n, err);
+	tap_check(access(KVMSTATS_DEVICE, F_OK), "no %s without %s",
+		  KVMSTATS_DEVICE, vendor);
+	if (!r)
+		rel_unload_module("kvmstats");
+
+	r = rel_load_module(vendor_ko);
+	if (!tap_check(r == 0, "%s loads (%s)", vendor,
+		       r ? strerror(-r) : "ok"))
+		return;
+	uev = kvm_uevent_open();
+	r = rel_load_module("kvmstats.ko");
+	if (!tap_check(r == 0, "kvmstats loads after %s (%s)", vendor,
+		       r ? strerror(-r) : "ok")) {
+		close(uev);
+		return;
+	}
+	/* Its VM was made and destroyed in this process, by this thread. */
+	n = kvm_uevent_wait(uev, "create", sys_gettid(), 1, 5000);
+	n += kvm_uevent_wait(uev, "destroy", sys_gettid(), 1, 5000);
+	close(uev);
+	ref = rel_wait_value(refcnt_arg, vendor, 0, 5000);
+	v = kvmstats_live_vms();
+	tap_check(n == 2 && ref == 0 && v == 0,
+		  "the VM kvmstats made at load to learn KVM's tables is gone "
+		  "(create and destroy uevents of this thread: %d of 2; %s "
+		  "refcnt %ld, live_vms %ld)",
+		  n, vendor, ref, v);
 	dev = __kvmstats_open();
-	tap_check(dev >= 0, "/dev/kvmstats opens without %s", vendor);
-	if (dev < 0)
+	if (!tap_check(dev >= 0, "/dev/kvmstats opens"))
 		return;
 	tap_check(__kvmstats_api_version(dev, 0) == KVMSTATS_API_VERSION,
-		  "GET_API_VERSION works without %s", vendor);
+		  "GET_API_VERSION works");
+
+	/* The vendor module goes and comes back under a loaded kvmstats. */
+	r = rel_unload_module_wait(vendor, 5000);
+	tap_check(r == 0 && !rel_module_loaded(vendor),
+		  "rmmod %s with kvmstats loaded, its device open, no VM "
+		  "alive (%s)",
+		  vendor, r ? strerror(-r) : "ok");
+	tap_check(
+		rel_module_loaded("kvmstats") &&
+			__kvmstats_api_version(dev, 0) == KVMSTATS_API_VERSION,
+		"kvmstats stays loaded without %s, its device answers", vendor);
 	n = __kvmstats_list_vms(dev, &list);
 	tap_check(n == 0, "LIST_VMS without %s: no VMs (%d)", vendor, n);
 	if (n >= 0)
 		free(list);
-	tap_check(open("/dev/kvm", O_RDWR | O_CLOEXEC) < 0,
-		  "/dev/kvm is absent without %s", vendor);
-
 	r = rel_load_module(vendor_ko);
-	if (!tap_check(r == 0, "%s loads after kvmstats (%s)", vendor,
+	if (!tap_check(r == 0, "%s loads again under kvmstats (%s)", vendor,
 		       r ? strerror(-r) : "ok")) {
 		close(dev);
 		return;
@@ -79,8 +171,8 @@ static void order(void)
 	child_vmm_start(&c, 2, NULL, 9);
 	s = __kvmstats_get_stats_fd(dev, c.info.pid, c.info.vm_fd, -1);
 	if (tap_check(s >= 0,
-		      "the device opened before %s serves a VM created after "
-		      "(%s)",
+		      "the device opened before %s went serves a VM created "
+		      "after it came back (%s)",
 		      vendor, s < 0 ? strerror(-s) : "ok")) {
 		stats_fds_identical(s, c.native_vm_stats,
 				    "its VM stats equal KVM_GET_STATS_FD's");
@@ -91,6 +183,8 @@ static void order(void)
 		stats_fds_identical(
 			s, c.native_vcpu_stats[1],
 			"its vCPU 1 stats equal KVM_GET_STATS_FD's");
+		tap_eq(stats_read_stat(s, STAT_IO_EXITS), 9,
+		       "its vCPU 1 reads " STAT_IO_EXITS " 9");
 		close(s);
 	}
 	close(dev);
@@ -140,9 +234,9 @@ static void reload_while_running(void)
 
 static void exited_vmm_frees(void)
 {
-	static struct stats_blob before[2], now;
+	static struct stats_blob before, last, now;
 	struct child_vmm c;
-	int dev, r, s[2], i, bad = 0;
+	int dev, r, s[2], i, nat, bad = 0;
 	long ref;
 
 	child_vmm_start(&c, 2, NULL, 4);
@@ -150,19 +244,38 @@ static void exited_vmm_frees(void)
 	s[0] = kvmstats_get_stats_fd(dev, c.info.pid, c.info.vm_fd, -1);
 	s[1] = kvmstats_get_stats_fd(dev, c.info.pid, c.info.vm_fd, 1);
 	close(dev);
-	child_vmm_close_fds(&c); /* the VMM's own fds and our two stats fds */
+	/* Of what the VMM sent, only its native VM stats fd stays open. */
+	nat = c.native_vm_stats;
+	close(c.vm_fd);
+	c.vm_fd = -1;
 	for (i = 0; i < 2; i++)
-		stats_read_all(s[i], &before[i], "before the exit");
+		close(c.native_vcpu_stats[i]);
+	stats_read_all(s[1], &before, "vCPU 1 before the exit");
 	r = rel_unload_module(vendor);
 	tap_check(busy(r) && rel_module_loaded(vendor),
 		  "rmmod %s refused while the VMM lives with its VM (%s)",
 		  vendor, r ? strerror(-r) : "it was unloaded");
 	tap_eq(child_vmm_exit(&c), 0, "the VMM exits");
 
-	ref = rel_wait_value(refcnt_arg, vendor, 0, 5000);
+	stats_fds_identical(s[0], nat,
+			    "the VMM dead, its native VM stats fd open: our VM "
+			    "file identical to it");
+	msleep(500);
+	ref = rel_refcnt(vendor);
+	r = rel_unload_module(vendor);
+	tap_check(busy(r) && rel_module_loaded(vendor),
+		  "rmmod %s refused while that native fd and our 2 stats fds "
+		  "hold the dead VMM's VM (refcnt %ld; %s)",
+		  vendor, ref, r ? strerror(-r) : "it was unloaded");
+	if (!r)
+		tap_bail("%s was unloaded under a live VM", vendor);
+
+	stats_read_all(nat, &last, "native VM stats");
+	close(nat);
+	ref = rel_wait_value(refcnt_arg, vendor, 0, 15000);
 	tap_check(ref == 0,
-		  "with our 2 stats fds of its VM open, %s refcnt drops to 0 "
-		  "(%ld): the VM was destroyed",
+		  "the native fd closed, our 2 stats fds of its VM open: %s "
+		  "refcnt drops to 0 (%ld): the VM was destroyed",
 		  vendor, ref);
 	r = rel_unload_module_wait(vendor, 5000);
 	tap_check(r == 0 && !rel_module_loaded(vendor),
@@ -179,12 +292,13 @@ static void exited_vmm_frees(void)
 		  r ? strerror(-r) : "ok");
 	for (i = 0; i < 2; i++) {
 		stats_read_all(s[i], &now, "after the reload");
-		bad += !stats_blob_equal(&before[i], &now, "after the reload");
+		bad += !stats_blob_equal(i ? &before : &last, &now,
+					 "after the reload");
 		close(s[i]);
 	}
 	tap_check(bad == 0,
-		  "the VM and vCPU 1 fds still read what they read before the "
-		  "exit (%d differ)",
+		  "the VM fd still reads what the native fd read last, the "
+		  "vCPU 1 fd what it read before the exit (%d differ)",
 		  bad);
 	r = rel_unload_module_wait("kvmstats", 3000);
 	tap_check(r == 0, "rmmod kvmstats works once they are closed (%s)",
