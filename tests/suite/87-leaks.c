@@ -11,14 +11,17 @@
  *
  * What pins the vendor module (kvm_amd/kvm_intel), measured and printed:
  * on 6.1 every VM holds a module reference from KVM_CREATE_VM until it is
- * destroyed; on 6.12 every open /dev/kvm, VM and vCPU file does, and
- * kvmstats takes one per VM it holds (a bare VM reference would not), not
- * one per stats fd.  kvmstats holds a VM only while its VMM lives: the
- * VMs of child VMMs that exit or are killed are freed while our stats fds
- * are still open.
+ * destroyed; on 6.12 every open /dev/kvm, VM and vCPU file does (a native
+ * stats fd does not: it pins kvm), and kvmstats takes one per VM it holds
+ * (a bare VM reference would not), not one per stats fd.  kvmstats holds
+ * a VM only while someone else does too: a VM whose VMM keeps only a
+ * native stats fd of it is held, and freed under our open stats fds once
+ * that closes; the VMs of child VMMs that exit or are killed are freed
+ * while our stats fds are still open.
  *
  * kvmstats drops its VM references from a work item, so the bases are
- * taken once the VMs of earlier programs are released (live_vms 0).
+ * taken once the VMs of earlier programs are released (live_vms 0), and
+ * every later count is polled.
  */
 #include <fcntl.h>
 #include <signal.h>
@@ -51,12 +54,16 @@ static bool device_present(void)
 	return stat(KVMSTATS_DEVICE, &st) == 0;
 }
 
-/* Phase 1: one VM of ours, its stats fds, who pins what. */
+/*
+ * Phase 1: one VM of ours, its stats fds, who pins what; then the VM with
+ * only a native stats fd of ours besides them, let go in both orders.
+ */
 static void pins(long base)
 {
-	long with_vm, with_stats, only_stats, after, ks0, ks;
+	long with_vm, with_stats, held, after, ks0, ks, v;
 	struct vm *vm = vm_create(2, NULL);
-	int dev = kvmstats_open(), s[3], i;
+	int dev = kvmstats_open(), s[3], i, nat;
+	uint64_t word;
 
 	vm_run_all_to_hlt(vm, GUEST_HLT, 0);
 	with_vm = vendor_refcnt();
@@ -80,26 +87,52 @@ static void pins(long base)
 	tap_check(ks >= ks0 + 3, "each stats fd pins kvmstats (%ld -> %ld)",
 		  ks0, ks);
 
+	nat = vm_get_stats_fd(vm);
 	vm_free(vm);
-	only_stats = vendor_refcnt();
-	tap_check(
-		only_stats > base,
-		"a VM held only by stats fds still pins %s (refcnt %ld, base %ld)",
-		vendor, only_stats, base);
+	msleep(500);
+	held = vendor_refcnt();
+	v = kvmstats_live_vms();
+	tap_check(held > base && v == 1,
+		  "a VM held by a native stats fd and our stats fds, its own "
+		  "fds closed, still pins %s 500 ms later (refcnt %ld, base "
+		  "%ld; live_vms %ld)",
+		  vendor, held, base, v);
+	close(nat);
+	v = kvmstats_wait_live_vms(0, 15000);
+	after = rel_wait_value(refcnt_arg, vendor, base, 15000);
+	tap_check(v == 0 && after == base,
+		  "the native fd closed too, our 3 stats fds open: kvmstats "
+		  "gives the VM back and KVM frees it (live_vms %ld; %s refcnt "
+		  "%ld, base %ld)",
+		  v, vendor, after, base);
 	for (i = 0; i < 3; i++)
-		tap_check(
-			pread(s[i], &after, sizeof(after), 0) == sizeof(after),
-			"stats fd %d readable after the VM's own fds are closed",
-			i);
+		tap_check(pread(s[i], &word, sizeof(word), 0) == sizeof(word),
+			  "stats fd %d readable after its VM was freed", i);
 	for (i = 0; i < 3; i++)
 		close(s[i]);
-	after = rel_wait_value(refcnt_arg, vendor, base, 3000);
-	tap_check(after == base,
-		  "closing the stats fds frees the VM: %s refcnt back "
-		  "to %ld (%ld)",
-		  vendor, base, after);
 	tap_check(rel_live_files() == 0, "live_files back to 0 (%ld)",
 		  rel_live_files());
+
+	/* The other order: our stats fds close first. */
+	vm = vm_create(1, NULL);
+	for (i = 0; i < 2; i++)
+		s[i] = kvmstats_get_stats_fd(dev, 0, vm->fd, i - 1);
+	nat = vm_get_stats_fd(vm);
+	vm_free(vm);
+	for (i = 0; i < 2; i++)
+		close(s[i]);
+	v = kvmstats_wait_live_vms(0, 15000);
+	tap_check(v == 0,
+		  "our stats fds closed while a native fd holds the VM: "
+		  "kvmstats gives its reference back all the same (live_vms "
+		  "%ld)",
+		  v);
+	close(nat);
+	after = rel_wait_value(refcnt_arg, vendor, base, 15000);
+	tap_check(after == base,
+		  "and closing the native fd frees the VM: %s refcnt back to "
+		  "%ld (%ld)",
+		  vendor, base, after);
 	close(dev);
 }
 
@@ -109,8 +142,8 @@ static void pins(long base)
  */
 static bool freed_under_fds(long base)
 {
-	return kvmstats_wait_live_vms(0, 5000) == 0 &&
-	       rel_wait_value(refcnt_arg, vendor, base, 5000) == base;
+	return kvmstats_wait_live_vms(0, 15000) == 0 &&
+	       rel_wait_value(refcnt_arg, vendor, base, 15000) == base;
 }
 
 /* Phase 2: child VMMs that die or exit while we hold their stats. */
