@@ -531,6 +531,7 @@ enum {
 	CMD_SPIN = 's',
 	CMD_STOP = 'h',
 	CMD_EXIT = 'x',
+	CMD_FREE = 'f',
 	CMD_ACK = 'k',
 };
 
@@ -600,7 +601,14 @@ child_main(int sock, int nr_vcpus, const int *ids, unsigned int io_exits)
 
 		if (read(sock, &cmd, 1) != 1)
 			_exit(0); /* parent gone */
+		if (!vm && cmd != CMD_EXIT)
+			_exit(4); /* nothing to run after CMD_FREE */
 		switch (cmd) {
+		case CMD_FREE:
+			child_stop_all(vm);
+			vm_free(vm);
+			vm = NULL;
+			break;
 		case CMD_IO_LOOP:
 			child_start_all(vm, GUEST_IO_LOOP);
 			break;
@@ -611,7 +619,8 @@ child_main(int sock, int nr_vcpus, const int *ids, unsigned int io_exits)
 			child_stop_all(vm);
 			break;
 		case CMD_EXIT:
-			child_stop_all(vm);
+			if (vm)
+				child_stop_all(vm);
 			_exit(0);
 		}
 		if (write(sock, &ack, 1) != 1)
@@ -679,6 +688,12 @@ void child_vmm_spin(struct child_vmm *c)
 void child_vmm_stop_vcpus(struct child_vmm *c)
 {
 	child_vmm_cmd(c, CMD_STOP);
+	c->running = false;
+}
+
+void child_vmm_free_vm(struct child_vmm *c)
+{
+	child_vmm_cmd(c, CMD_FREE);
 	c->running = false;
 }
 

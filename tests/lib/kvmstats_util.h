@@ -151,6 +151,11 @@ void child_vmm_start(struct child_vmm *c, int nr_vcpus, const int *ids,
 void child_vmm_run_io_loop(struct child_vmm *c); /* threads, forever */
 void child_vmm_spin(struct child_vmm *c);	 /* threads in jmp . */
 void child_vmm_stop_vcpus(struct child_vmm *c);
+/*
+ * The child closes every fd of its VM (vm_free()) and lives on, its only
+ * thread back in read(2) on the socket, asleep; it then only exits.
+ */
+void child_vmm_free_vm(struct child_vmm *c);
 /* Tells the child to exit and reaps it; returns its exit status. */
 int child_vmm_exit(struct child_vmm *c);
 /* SIGKILLs the child and reaps it. */

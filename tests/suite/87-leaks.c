@@ -2,9 +2,12 @@
 /*
  * Leak balance.  After every stats fd is closed, the module's live_files is
  * 0, every VM is freed (the vendor module's refcount is back where it
- * started), and kvmstats can be unloaded.  Then kvmstats is unloaded and
- * reloaded from $KVMSTATS_MODDIR/kvmstats.ko (finit_module) 100 times (40 in
- * make check: under TCG a cycle with a running VM takes about half a second;
+ * started), and kvmstats can be unloaded, also next to a VMM asleep in
+ * the kernel, except while a task work kvmstats queued on such a VMM's
+ * thread waits for it to wake (handed_over counts those).  Then kvmstats
+ * is unloaded and reloaded from $KVMSTATS_MODDIR/kvmstats.ko
+ * (finit_module) 100 times (40 in make check: under TCG a cycle with a
+ * running VM takes about half a second;
  * KVMSTATS_CYCLES overrides) while a VMM of ours and a child VMM stay
  * alive, and each time the reloaded module serves both VMs.  The module is
  * left loaded.
@@ -245,6 +248,87 @@ static void unload_refused(void)
 		  r ? strerror(-r) : "ok");
 }
 
+/*
+ * Phase 3b: rmmod next to VMMs whose threads sleep in the kernel (a child
+ * VMM's only thread waits for a command in read(2)).
+ *
+ *  - The last stats file of a live VM closes: others still hold the VM,
+ *    so kvmstats drops its reference from its worker, and nothing of
+ *    kvmstats is left in use: rmmod works.
+ *  - The VMM closes every fd of its VM and sleeps: kvmstats' reference is
+ *    the last, handed to that thread as task work; the worker gives it
+ *    back after the hand-over timeout (the VM is destroyed), but the task
+ *    work stays queued until the thread returns to user space
+ *    (task_work_cancel() is not exported) and keeps kvmstats in use:
+ *    handed_over counts it and rmmod is refused, with no stats fd and no
+ *    device open.  Once the VMM wakes, handed_over is 0 and rmmod works.
+ */
+static void reload_kvmstats(void)
+{
+	int r = rel_load_module("kvmstats.ko");
+
+	tap_check(r == 0, "finit_module(kvmstats.ko) loads it back (%s)",
+		  r ? strerror(-r) : "ok");
+}
+
+static void unload_vmm_asleep(long base)
+{
+	struct child_vmm c;
+	long v, h, ref;
+	int dev, s, r;
+
+	child_vmm_start(&c, 1, NULL, 3);
+	dev = kvmstats_open();
+	s = kvmstats_get_stats_fd(dev, c.info.pid, c.info.vm_fd, 0);
+	close(s);
+	close(dev);
+	v = kvmstats_wait_live_vms(0, 15000);
+	h = kvmstats_param("handed_over");
+	r = rel_unload_module_wait("kvmstats", 5000);
+	tap_check(
+		r == 0 && !rel_module_loaded("kvmstats") && v == 0 && !h,
+		"the last stats file of a live VM closed, its VMM asleep in "
+		"read(2): kvmstats lets go (live_vms %ld, handed_over %ld) and "
+		"rmmod works (%s)",
+		v, h, r ? strerror(-r) : "ok");
+	child_vmm_exit(&c);
+	child_vmm_close_fds(&c);
+	if (!rel_module_loaded("kvmstats"))
+		reload_kvmstats();
+
+	child_vmm_start(&c, 1, NULL, 3);
+	dev = kvmstats_open();
+	s = kvmstats_get_stats_fd(dev, c.info.pid, c.info.vm_fd, 0);
+	close(dev);
+	child_vmm_close_fds(&c);
+	/* Its last close and its sleep come long before the next scan. */
+	child_vmm_free_vm(&c);
+	v = kvmstats_wait_live_vms(0, 15000);
+	ref = rel_wait_value(refcnt_arg, vendor, base, 15000);
+	h = kvmstats_param("handed_over");
+	tap_check(v == 0 && ref == base && h == 1,
+		  "a VMM closed every fd of its VM and sleeps in read(2): the "
+		  "VM is given back and destroyed all the same (live_vms %ld, "
+		  "%s refcnt %ld, base %ld), the task work left for the VMM "
+		  "counted (handed_over %ld)",
+		  v, vendor, ref, base, h);
+	close(s);
+	r = rel_unload_module_wait("kvmstats", 1000);
+	tap_check((r == -EAGAIN || r == -EBUSY) &&
+			  rel_module_loaded("kvmstats"),
+		  "with no stats fd and no device open, that task work keeps "
+		  "kvmstats in use: rmmod refused (%s)",
+		  r ? strerror(-r) : "it was unloaded");
+	child_vmm_exit(&c); /* it wakes, returns to user space and exits */
+	h = rel_wait_value(kvmstats_param, "handed_over", 0, 15000);
+	r = rel_unload_module_wait("kvmstats", 5000);
+	tap_check(h == 0 && r == 0 && !rel_module_loaded("kvmstats"),
+		  "once the VMM woke: handed_over 0 (%ld) and rmmod works (%s)",
+		  h, r ? strerror(-r) : "ok");
+	if (!rel_module_loaded("kvmstats"))
+		reload_kvmstats();
+}
+
 static bool listed(const struct kvmstats_vm *l, int n, pid_t pid, int fd)
 {
 	int i;
@@ -363,6 +447,7 @@ int main(void)
 	pins(base);
 	children(base, n_children);
 	unload_refused();
+	unload_vmm_asleep(base);
 	cycles(n_cycles, base);
 
 	live = rel_live_files();
