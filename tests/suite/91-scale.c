@@ -987,11 +987,13 @@ static void check_kill_during_sweep(void)
 }
 
 /*
- * Every stats file of this program and of the tool runs has closed: each
- * VM's tracker goes to kvmstats' reaper, which gives back the VM and then
- * unregisters its MMU notifier (a grace period each).  Wait until
- * kvmstats holds no more VM than at the start; then release one more VM
- * and time how long it waits behind what the reaper still has to do.
+ * Every stats file of this program and of the tool runs has closed and
+ * every VMM is gone: kvmstats froze each VM it was the last to hold and
+ * gives the references back after a grace period, in batches, from its
+ * worker.  Wait until kvmstats holds no more VM than at the start; then
+ * close the only stats file of one more VM, of this program and alive
+ * (the worker drops that reference too), and time how long it waits
+ * behind what is still being given back.
  */
 static void check_released(int dev, long live0)
 {
