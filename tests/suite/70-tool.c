@@ -999,8 +999,7 @@ int main(void)
 		       "schema without a VM exits 5");
 		tap_check(
 			!strcmp(out,
-				"kvmstats: schema: no VM this process may inspect to read the descriptors from (without the module, KVM gives them only with a VM: start one)
-"),
+				"kvmstats: schema: no VM this process may inspect to read the descriptors from (without the module, KVM gives them only with a VM: start one)\n"),
 			"schema without a VM says why, on one line");
 	} else {
 		tap_eq(run(TOOL " schema 2>&1"), 0,
