@@ -20,10 +20,16 @@
  *    returns, never the teardown's values while later reads return older
  *    ones, as 718b7de's module did.
  *
+ * The delayed reader spins with preemption disabled, so it runs alone on
+ * the last CPU and everything else (this test, the VMM) on CPU 0: a task
+ * woken onto the reader's CPU would wait out the delay, and the VMM's
+ * close would end after the read instead of inside it.
+ *
  * The test swaps the debug build in for the normal module and back.
  */
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -144,9 +150,23 @@ struct reader {
 	volatile int done;
 };
 
+static void pin_to(int cpu)
+{
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	if (sched_setaffinity(0, sizeof(set), &set))
+		tap_bail("sched_setaffinity(%d): %s", cpu, strerror(errno));
+}
+
+static int reader_cpu;
+
 static void *reader_fn(void *arg)
 {
 	struct reader *r = arg;
+
+	pin_to(reader_cpu);
 
 	r->len = __stats_read_all(r->fd, &r->blob);
 	__atomic_store_n(&r->done, 1, __ATOMIC_SEQ_CST);
@@ -290,6 +310,13 @@ int main(void)
 	int r;
 
 	kvm_test_init();
+	reader_cpu = sysconf(_SC_NPROCESSORS_ONLN) - 1;
+	if (reader_cpu < 1) {
+		tap_skip("the guest has one CPU",
+			 "reads racing a freeze (the delayed reader needs a CPU of its own)");
+		return tap_exit();
+	}
+	pin_to(0);
 	if (!rel_module_shipped("kvmstats-debug.ko")) {
 		tap_skip(
 			"no debug build of kvmstats in the guest (make check builds one)",
