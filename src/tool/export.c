@@ -305,6 +305,7 @@ int scrape(struct scrape *s, const char **text, size_t *len)
 	for (i = 0; i < n; i++)
 		if (s->objs[i].vcpu != -1)
 			s->objs[i].thread = &s->thr[i];
+	s->nobjs = n;
 	err = prom_cache_render(s->cache, s->objs, n, s->sel.include, text,
 				len);
 	if (err) {
@@ -477,7 +478,24 @@ static int scrape_cb(void *ctx, const char **text, size_t *len)
  * vCPU is in it, 9 when the open file limit left some out, 1 when an open
  * or a read failed (the rest is printed either way).
  */
-static int export_once(struct scrape *sc, struct source *src)
+/* Did the last scrape read a statistic that --filter lets through? */
+static bool filter_matched(const struct scrape *sc)
+{
+	size_t k, i;
+
+	for (k = 0; k < sc->nobjs; k++) {
+		const struct kvmstats_file *f = sc->objs[k].file;
+
+		for (i = 0; f && i < kvmstats_file_num_stats(f); i++)
+			if (name_matches(sc->sel.include,
+					 kvmstats_file_stat(f, i)->name))
+				return true;
+	}
+	return false;
+}
+
+static int export_once(struct scrape *sc, struct source *src,
+		       const char *filter_text)
 {
 	const struct host_counts *hc = &sc->host.n;
 	const char *text;
@@ -497,6 +515,9 @@ static int export_once(struct scrape *sc, struct source *src)
 		rc = EXIT_PARTIAL;
 	} else if (hc->failed_vms || hc->failed_vcpus) {
 		rc = EXIT_FAIL;
+	} else if (sc->sel.include && sc->nobjs && !filter_matched(sc)) {
+		/* Statistics were read, and none of them was asked for. */
+		rc = no_match("export", "", filter_text);
 	}
 	scrape_fini(sc);
 	source_fini(src);
@@ -607,6 +628,7 @@ int cmd_export(int argc, char **argv)
 	enum log_level level = LOG_INFO;
 	enum log_format format = LOG_LOGFMT;
 	regex_t re, ex, *filter = NULL, *exclude = NULL;
+	const char *filter_text = NULL;
 	struct source src;
 	struct scrape sc;
 	int c, err, rc = EXIT_USAGE;
@@ -650,6 +672,8 @@ int cmd_export(int argc, char **argv)
 			if (compile_filter(optarg, c == 'f' ? &re : &ex))
 				goto out;
 			*slot = c == 'f' ? &re : &ex;
+			if (c == 'f')
+				filter_text = optarg;
 			break;
 		}
 		case 'p':
@@ -780,7 +804,7 @@ int cmd_export(int argc, char **argv)
 		source_fini(&src);
 		rc = exit_for(err);
 	} else if (!ho.serving) {
-		rc = export_once(&sc, &src);
+		rc = export_once(&sc, &src, filter_text);
 	} else {
 		/* The server's sockets come out of the budget for stats fds. */
 		sc.serving = true;
