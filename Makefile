@@ -190,11 +190,22 @@ $(UNIT_OUT)/libkvmstats-test: $(UNIT_SRCS) tests/lib/json_check.h $(LIB_OUT)/lib
 #   make install [PREFIX=/usr] [DESTDIR=dir] [LIBDIR=...]
 #   make install-lib   only the library, headers, .pc, libkvmstats(3), kvmstats(4)
 #   make install-tool  only the tool and kvmstats(1)
-#   make uninstall     remove what install put there
+#   make install-system  what makes it a service, for a PREFIX=/usr install
+#                      (not part of install): the udev rule, the kvmstats
+#                      group (sysusers.d), the exporter's systemd units and
+#                      /etc/default file (ExecStart points at BINDIR), and
+#                      the Prometheus rules and Grafana dashboard as
+#                      examples; the packages install the same
+#   make uninstall     remove what install and install-system put there
 # ---------------------------------------------------------------------------
 INSTALL ?= install
+SYSCONFDIR ?= $(if $(filter /usr,$(PREFIX)),/etc,$(PREFIX)/etc)
+UDEVRULESDIR ?= /usr/lib/udev/rules.d
+SYSUSERSDIR ?= /usr/lib/sysusers.d
+SYSTEMDUNITDIR ?= /usr/lib/systemd/system
+EXAMPLESDIR ?= $(PREFIX)/share/doc/kvmstats/examples
 
-.PHONY: install install-lib install-tool uninstall
+.PHONY: install install-lib install-tool install-system uninstall
 
 install: install-lib install-tool
 
@@ -216,7 +227,32 @@ install-tool: tool
 	$(INSTALL) -m 0755 $(TOOL_OUT)/kvmstats $(DESTDIR)$(BINDIR)/
 	$(INSTALL) -m 0644 man/kvmstats.1 $(DESTDIR)$(MANDIR)/man1/
 
+install-system:
+	$(INSTALL) -d $(DESTDIR)$(UDEVRULESDIR) $(DESTDIR)$(SYSUSERSDIR) \
+		$(DESTDIR)$(SYSTEMDUNITDIR) $(DESTDIR)$(SYSCONFDIR)/default \
+		$(DESTDIR)$(EXAMPLESDIR)/monitoring $(DESTDIR)$(EXAMPLESDIR)/modules-load.d
+	$(INSTALL) -m 0644 packaging/udev/60-kvmstats.rules $(DESTDIR)$(UDEVRULESDIR)/
+	$(INSTALL) -m 0644 packaging/sysusers.d/kvmstats.conf $(DESTDIR)$(SYSUSERSDIR)/
+	sed -e 's|/usr/bin/kvmstats|$(BINDIR)/kvmstats|' \
+		-e 's|/etc/default/|$(SYSCONFDIR)/default/|' \
+		packaging/systemd/kvmstats-exporter.service \
+		> $(DESTDIR)$(SYSTEMDUNITDIR)/kvmstats-exporter.service
+	chmod 0644 $(DESTDIR)$(SYSTEMDUNITDIR)/kvmstats-exporter.service
+	$(INSTALL) -m 0644 packaging/systemd/kvmstats-exporter.socket $(DESTDIR)$(SYSTEMDUNITDIR)/
+	$(INSTALL) -m 0644 packaging/systemd/kvmstats-exporter.default \
+		$(DESTDIR)$(SYSCONFDIR)/default/kvmstats-exporter
+	$(INSTALL) -m 0644 packaging/modules-load.d/kvmstats.conf \
+		$(DESTDIR)$(EXAMPLESDIR)/modules-load.d/
+	$(INSTALL) -m 0644 monitoring/rules/kvmstats.rules.yml \
+		monitoring/dashboards/kvmstats.json monitoring/README.md \
+		$(DESTDIR)$(EXAMPLESDIR)/monitoring/
+
 uninstall:
+	rm -f $(DESTDIR)$(UDEVRULESDIR)/60-kvmstats.rules $(DESTDIR)$(SYSUSERSDIR)/kvmstats.conf \
+		$(DESTDIR)$(SYSTEMDUNITDIR)/kvmstats-exporter.service \
+		$(DESTDIR)$(SYSTEMDUNITDIR)/kvmstats-exporter.socket \
+		$(DESTDIR)$(SYSCONFDIR)/default/kvmstats-exporter
+	rm -rf $(DESTDIR)$(EXAMPLESDIR)
 	rm -f $(DESTDIR)$(LIBDIR)/$(LIB_REALNAME) $(DESTDIR)$(LIBDIR)/$(LIB_SONAME) \
 		$(DESTDIR)$(LIBDIR)/libkvmstats.so $(DESTDIR)$(LIBDIR)/libkvmstats.a \
 		$(DESTDIR)$(PKGCONFIGDIR)/libkvmstats.pc $(DESTDIR)$(INCLUDEDIR)/libkvmstats.h \
