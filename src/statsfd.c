@@ -5,13 +5,14 @@
  * The read path copies the header and descriptors from the layout, the id
  * from the file and the data block from where the file's data pointer
  * points: the live struct kvm / struct kvm_vcpu statistics while someone
- * but kvmstats holds the VM, the file's own frozen copy after (vm.c).
- * Like KVM's own stats fd it takes no lock, allocates nothing and never
- * waits for the VM or its vCPUs; the pointer is loaded with preemption
- * disabled, an RCU-sched read side, so that a freeze can tell when no
- * reader uses the live data any more, and nothing in that section sleeps.  While the data pointer is live, the file's
- * tracker holds a VM reference, and KVM frees a VM and its vCPUs only when
- * the last reference goes (kvm_destroy_vm()); vCPUs are never freed alone.
+ * but kvmstats holds the VM, the file's own frozen copy after (vm.c). Like
+ * KVM's own stats fd it takes no lock, allocates nothing and never waits
+ * for the VM or its vCPUs; the pointer is loaded with preemption disabled,
+ * an RCU-sched read side, so that a freeze can tell when no reader uses
+ * the live data any more, and nothing in that section sleeps. While the
+ * data pointer is live, the file's tracker holds a VM reference, and KVM
+ * frees a VM and its vCPUs only when the last reference goes
+ * (kvm_destroy_vm()); vCPUs are never freed alone.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -37,11 +38,12 @@ atomic_t kvmstats_live_files = ATOMIC_INIT(0);
  * preemptible kernel, and a freeze's wait is the same grace period).
  * Besides, a reader whose buffer faults could sleep for as long as it
  * likes (userfaultfd, FUSE, slow storage), and a freeze waits for every
- * reader that may still use a live pointer before it gives the VM back.
- * So the copy to user memory is made with page faults disabled: a buffer that is mapped and writable (the usual case) takes it
- * in one go, as KVM's own read does; what faults goes through a small
- * bounce buffer on the stack, filled inside the section with plain loads
- * and copied to the user outside it.
+ * reader that may still use a live pointer before it gives the VM back. So
+ * the copy to user memory is made with page faults disabled: a buffer that
+ * is mapped and writable (the usual case) takes it in one go, as KVM's own
+ * read does; what faults goes through a small bounce buffer on the stack,
+ * filled inside the section with plain loads and copied to the user
+ * outside it.
  *
  * Each copy from the data block is made inside a read section of @sf->seq,
  * and made again if a freeze ran meanwhile.  A freeze copies the live

@@ -250,7 +250,7 @@ struct scrape {
 	struct obj *objs;
 	struct obj_thread *thr; /* objs[k].thread, for vCPU objects */
 	size_t objs_room;
-	size_t nobjs;	    /* objects the last scrape rendered */
+	size_t nobjs; /* objects the last scrape rendered */
 	unsigned long long scrapes;
 };
 

@@ -443,9 +443,10 @@ static void check_steal(void)
 	/* CPU 0 also runs this test and the tool it starts (slow under
 	 * TCG), so vCPU 0 waits some; it must still wait clearly less than
 	 * the vCPU that shares its CPU with a competitor that never sleeps. */
-	tap_check(wait0 < wait1 * 0.6,
-		  "/proc: vCPU 0, alone on CPU 0 but for this test and the tool, waits clearly less than vCPU 1 (%.3f < 0.6 x %.3f)",
-		  wait0, wait1);
+	tap_check(
+		wait0 < wait1 * 0.6,
+		"/proc: vCPU 0, alone on CPU 0 but for this test and the tool, waits clearly less than vCPU 1 (%.3f < 0.6 x %.3f)",
+		wait0, wait1);
 
 	row = top_row(out, obj, &rank);
 	if (row)

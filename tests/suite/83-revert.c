@@ -312,8 +312,9 @@ int main(void)
 	kvm_test_init();
 	reader_cpu = sysconf(_SC_NPROCESSORS_ONLN) - 1;
 	if (reader_cpu < 1) {
-		tap_skip("the guest has one CPU",
-			 "reads racing a freeze (the delayed reader needs a CPU of its own)");
+		tap_skip(
+			"the guest has one CPU",
+			"reads racing a freeze (the delayed reader needs a CPU of its own)");
 		return tap_exit();
 	}
 	pin_to(0);
