@@ -107,17 +107,25 @@ MODULE_PARM_DESC(handed_over,
 /*
  * Debug builds (KVMSTATS_DEBUG=y): widen the window between loading a
  * file's data pointer and copying from it, for the test that races reads
- * with a freeze.  One read busy-waits, then the knob is back at 0.
+ * with a freeze.  The next read by thread read_delay_tid (as the initial
+ * pid namespace numbers it) busy-waits, then the knob is back at 0; reads
+ * by anyone else are not delayed.
  */
 static int kvmstats_read_delay_ms;
 module_param_named(read_delay_ms, kvmstats_read_delay_ms, int, 0644);
 MODULE_PARM_DESC(read_delay_ms,
-		 "Debug builds: busy-wait this long in the next read's read section");
+		 "Debug builds: busy-wait this long in the read section of read_delay_tid's next read");
+static int kvmstats_read_delay_tid;
+module_param_named(read_delay_tid, kvmstats_read_delay_tid, int, 0644);
+MODULE_PARM_DESC(read_delay_tid, "Debug builds: the thread whose next read is delayed");
 
 void kvmstats_debug_read_delay(void)
 {
-	int ms = xchg(&kvmstats_read_delay_ms, 0);
+	int ms;
 
+	if (READ_ONCE(kvmstats_read_delay_tid) != task_pid_nr(current))
+		return;
+	ms = xchg(&kvmstats_read_delay_ms, 0);
 	if (ms > 0)
 		mdelay(ms);
 }

@@ -3,8 +3,9 @@
  * No read returns a value that a later read takes back (issue 17, review
  * item 4), with the window widened on purpose: a debug build of kvmstats
  * (KVMSTATS_DEBUG=y, /modules/kvmstats-debug.ko, which make check builds
- * for every kernel) busy-waits read_delay_ms inside one read's read
- * section, after it loaded the file's data pointer and before it copies.
+ * for every kernel) busy-waits read_delay_ms inside the read section of
+ * the next read by thread read_delay_tid (this test's reader: a read by
+ * anyone else in the guest is not delayed and leaves the knob alone), after it loaded the file's data pointer and before it copies.
  * Meanwhile the VM is frozen, and then changes:
  *
  *  - VMM closes every fd of the VM and lives on: kvmstats freezes the VM
@@ -53,19 +54,27 @@ static long param(const char *name)
 	return kvmstats_param(name);
 }
 
-static int set_delay(int ms)
+static int set_param(const char *name, long v)
 {
-	char buf[16];
-	int fd = open("/sys/module/kvmstats/parameters/read_delay_ms",
-		      O_WRONLY | O_CLOEXEC);
-	int n;
+	char buf[64];
+	int fd, n;
 
+	snprintf(buf, sizeof(buf), "/sys/module/kvmstats/parameters/%s", name);
+	fd = open(buf, O_WRONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
-	n = snprintf(buf, sizeof(buf), "%d", ms);
+	n = snprintf(buf, sizeof(buf), "%ld", v);
 	n = write(fd, buf, n) == n ? 0 : -errno;
 	close(fd);
 	return n;
+}
+
+/* Delay the calling thread's next read by @ms; nobody else's. */
+static int set_delay(int ms)
+{
+	int err = set_param("read_delay_tid", gettid());
+
+	return err ? err : set_param("read_delay_ms", ms);
 }
 
 /* ---- a VMM that lets go of its VM in steps ---- */
@@ -147,7 +156,9 @@ struct reader {
 	pthread_t thread;
 	struct stats_blob blob;
 	ssize_t len;
-	volatile int done;
+	int err;
+	uint64_t t0, t1; /* the read's start and end */
+	volatile int started, done;
 };
 
 static void pin_to(int cpu)
@@ -167,8 +178,12 @@ static void *reader_fn(void *arg)
 	struct reader *r = arg;
 
 	pin_to(reader_cpu);
-
-	r->len = __stats_read_all(r->fd, &r->blob);
+	r->err = set_delay(DELAY_MS);
+	r->t0 = now_ns();
+	__atomic_store_n(&r->started, 1, __ATOMIC_SEQ_CST);
+	if (!r->err)
+		r->len = __stats_read_all(r->fd, &r->blob);
+	r->t1 = now_ns();
 	__atomic_store_n(&r->done, 1, __ATOMIC_SEQ_CST);
 	return NULL;
 }
@@ -176,13 +191,27 @@ static void *reader_fn(void *arg)
 static void reader_start(struct reader *r, int fd)
 {
 	r->fd = fd;
-	r->done = 0;
-	if (set_delay(DELAY_MS))
-		tap_bail("read_delay_ms: %s", strerror(errno));
+	r->started = r->done = 0;
 	if (pthread_create(&r->thread, NULL, reader_fn, r))
 		tap_bail("pthread_create failed");
+	while (!__atomic_load_n(&r->started, __ATOMIC_SEQ_CST))
+		msleep(1);
+	if (r->err)
+		tap_bail("read_delay_tid, read_delay_ms: %s",
+			 strerror(-r->err));
 	/* Well inside its read section by now. */
 	msleep(300);
+}
+
+/* The read took the delay: the window the test needs was there. */
+static void check_delayed(struct reader *r, const char *when)
+{
+	double ms = (r->t1 - r->t0) / 1e6;
+
+	tap_check(
+		ms >= DELAY_MS,
+		"%s: the read was delayed in its read section (%.0f ms, want >= %d)",
+		when, ms, DELAY_MS);
 }
 
 /* The freezes counter past @before, and how long that took. */
@@ -216,6 +245,7 @@ static void check_no_revert(struct reader *r, int fd, const char *when)
 	if (!tap_check(r->len > 0, "%s: the delayed read succeeded (%zd)", when,
 		       r->len))
 		return;
+	check_delayed(r, when);
 	stats_read_all(fd, &later, "a later read");
 	tap_check(
 		stats_blob_equal(&r->blob, &later, when),
@@ -231,7 +261,7 @@ static void case_close_then_unmap(void)
 	const char *when = "VMM closed its fds, then unmapped the guest";
 	struct reader r;
 	long frz, live;
-	uint64_t frozen;
+	uint64_t frozen, t0;
 	struct vmm v;
 	int fd;
 
@@ -243,7 +273,10 @@ static void case_close_then_unmap(void)
 
 	reader_start(&r, fd);
 	frz = param("freezes");
+	t0 = now_ns();
 	vmm_cmd(&v, CMD_CLOSE);
+	tap_diag("%s: the VMM's close took %.0f ms", when,
+		 (now_ns() - t0) / 1e6);
 	tap_check(wait_freeze(frz, when) && !r.done,
 		  "%s: frozen while the delayed read is in its read section",
 		  when);
@@ -285,6 +318,7 @@ static void case_sigkill(void)
 	if (!tap_check(r.len > 0, "%s: the delayed read succeeded (%zd)", when,
 		       r.len))
 		goto out;
+	check_delayed(&r, when);
 	stats_read_all(fd, &later, "a later read");
 	tap_eq(stats_value(&later, "pages_4k", 0), 0,
 	       "%s: frozen after KVM's teardown of the VM's MMU", when);
