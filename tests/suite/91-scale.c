@@ -711,7 +711,8 @@ static int connect_exporter(void)
 	int s, i;
 
 	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	for (i = 0; i < 300; i++) {
+	/* Up to 120 s: it starts beside a top over every VM, under TCG. */
+	for (i = 0; i < 1200; i++) {
 		s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 		if (s < 0)
 			return -1;
