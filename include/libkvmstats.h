@@ -415,8 +415,11 @@ int kvmstats_thread_sched_at(int dirfd, pid_t tid, unsigned int flags,
 
 /*
  * Whether the running kernel gives other processes stats fds: 1 yes, 0 no
- * (it refused with EIO), or -errno when it cannot tell.  Asks the first VM
- * kvmstats_native_list_vms() finds that answers; with none, makes a VM of
+ * (it refused with EIO), or -errno when it cannot tell.  Asks the VMs
+ * kvmstats_native_list_vms() finds, one a process: 1 at the first that
+ * answers, 0 once the VMs of three processes (or of all there are, if
+ * fewer) refused with EIO, which a kernel with the change does only for a
+ * VM KVM marked dead; with none that answers either way, makes a VM of
  * its own in a child process (a fork(2) and /dev/kvm, which must open:
  * else -ENODEV) and asks for that one's, unless @flags has
  * KVMSTATS_PROBE_ASK_ONLY (then -ENOENT: no VM to ask).  Never looks at

@@ -1946,14 +1946,23 @@ static int native_probe_own(void)
 	return r;
 }
 
+/*
+ * A kernel with the change refuses only a dead VM (KVM marks a VM dead
+ * after an internal error), so EIO from the VMs of three processes is the
+ * kernel's answer; asking every VM of a big host would cost a scan of
+ * each VMM's fds per VM.
+ */
+#define NATIVE_PROBE_REFUSALS 3
+
 int kvmstats_native_probe(unsigned int flags)
 {
 	struct kvmstats_vm_info *vms = NULL;
 	int n, i, sfd, refused = 0;
+	pid_t last = 0;
 
 	n = kvmstats_native_list_vms(&vms);
-	for (i = 0; i < n; i++) {
-		if (vms[i].pid == getpid())
+	for (i = 0; i < n && refused < NATIVE_PROBE_REFUSALS; i++) {
+		if (vms[i].pid == getpid() || vms[i].pid == last)
 			continue; /* our own VMs prove nothing */
 		sfd = kvmstats_native_get_stats_fd(vms[i].pid, vms[i].fd, -1);
 		if (sfd >= 0) {
@@ -1961,7 +1970,10 @@ int kvmstats_native_probe(unsigned int flags)
 			free(vms);
 			return 1;
 		}
-		refused += sfd == -EIO;
+		if (sfd == -EIO) {
+			refused++;
+			last = vms[i].pid;
+		}
 	}
 	free(vms);
 	if (refused)
