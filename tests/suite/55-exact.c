@@ -386,13 +386,32 @@ static void check_shared_mm(unsigned long flags, const char *what)
 static int window_ctl[2];
 
 /*
+ * The held leader spins in a kprobe handler, interrupts off, on its CPU:
+ * a task woken onto that CPU waits out the hold.  So the window VMM (its
+ * leader and its vCPU thread) runs on the last CPU, this test on CPU 0.
+ */
+static void pin_to(int cpu)
+{
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	if (sched_setaffinity(0, sizeof(set), &set))
+		tap_bail("sched_setaffinity(%d): %s", cpu, strerror(errno));
+}
+
+/*
  * A VMM whose leader exits first: the VM and a thread running it stay.
  * Reports its VM fd, then the leader leaves with exit(2) (the thread only).
  */
 static void window_vmm(int ksg)
 {
-	struct vm *v = vm_create(1, NULL);
-	int fd = v->fd;
+	struct vm *v;
+	int fd;
+
+	pin_to(sysconf(_SC_NPROCESSORS_ONLN) - 1);
+	v = vm_create(1, NULL);
+	fd = v->fd;
 
 	vcpu_load_prog(v->vcpus[0], GUEST_IO_LOOP, 0);
 	vcpu_thread_start(v->vcpus[0]);
@@ -409,8 +428,18 @@ static void check_exit_window(void)
 	int ksg = ksg_test_open(), vmfd = -1, i, n, fd, pfd;
 	struct kvmstats_vm *vms = NULL;
 	uint64_t a, b;
+	cpu_set_t all;
 	pid_t p;
 
+	if (sysconf(_SC_NPROCESSORS_ONLN) < 2) {
+		tap_skip(
+			"the guest has one CPU",
+			"the VMM's leader held between exit_mm and exit_files (the hold spins on a CPU of its own)");
+		close(ksg);
+		return;
+	}
+	sched_getaffinity(0, sizeof(all), &all);
+	pin_to(0);
 	if (pipe2(window_ctl, O_CLOEXEC))
 		tap_bail("pipe: %s", strerror(errno));
 	fflush(stdout);
@@ -464,6 +493,7 @@ static void check_exit_window(void)
 	close(window_ctl[0]);
 	close(window_ctl[1]);
 	close(ksg);
+	sched_setaffinity(0, sizeof(all), &all);
 }
 
 int main(void)
