@@ -69,7 +69,7 @@ static struct child_vmm child;
 static pid_t thread_tid, reaped_pid, self_pid;
 static int vm_dup, native_vm_stats, native_vcpu_stats;
 static int self_pidfd, child_pidfd, impostor_fd;
-static int other_fds[16], nr_other;
+static int other_fds[24], nr_other;
 static int closed_fds[8], nr_closed;
 static long pid_max;
 static struct kvm_stats_header vm_hdr, vcpu_hdr;
@@ -321,6 +321,18 @@ static enum fdkind fd_kind(pid_t pid, int fd)
 	if (pid == self_pid && fd == impostor_fd)
 		return FK_OTHER;
 	return strcmp(link, "anon_inode:kvm-vm") ? FK_OTHER : FK_VM;
+}
+
+/*
+ * One more fd for the zoo pick_fd() draws from.  Bounded: a write past the
+ * array lands on the variables after it (on arm64, the pidfds' numbers).
+ */
+static void add_other(int fd)
+{
+	if (nr_other == (int)(sizeof(other_fds) / sizeof(other_fds[0])))
+		tap_bail("the fd zoo holds %d fds: make other_fds larger",
+			 nr_other);
+	other_fds[nr_other++] = fd;
 }
 
 /* Every VM in this guest during the fuzz has exactly this many vCPUs. */
@@ -1395,34 +1407,34 @@ static void setup(void)
 	free(blob);
 
 	/* Other files, anon-inode and not. */
-	other_fds[nr_other++] = eventfd(0, EFD_CLOEXEC);
-	other_fds[nr_other++] = epoll_create1(EPOLL_CLOEXEC);
-	other_fds[nr_other++] = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
+	add_other(eventfd(0, EFD_CLOEXEC));
+	add_other(epoll_create1(EPOLL_CLOEXEC));
+	add_other(timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC));
 	if (pipe2(pfd, O_CLOEXEC))
 		tap_bail("pipe: %s", strerror(errno));
-	other_fds[nr_other++] = pfd[0];
-	other_fds[nr_other++] = pfd[1];
+	add_other(pfd[0]);
+	add_other(pfd[1]);
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv))
 		tap_bail("socketpair: %s", strerror(errno));
-	other_fds[nr_other++] = sv[0];
-	other_fds[nr_other++] = open("/dev/null", O_RDWR | O_CLOEXEC);
-	other_fds[nr_other++] = memfd;
-	other_fds[nr_other++] = vm->kvm_fd;
-	other_fds[nr_other++] = dev;
-	other_fds[nr_other++] = native_vm_stats;
-	other_fds[nr_other++] = native_vcpu_stats;
-	other_fds[nr_other++] = child.native_vm_stats;
-	other_fds[nr_other++] = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+	add_other(sv[0]);
+	add_other(open("/dev/null", O_RDWR | O_CLOEXEC));
+	add_other(memfd);
+	add_other(vm->kvm_fd);
+	add_other(dev);
+	add_other(native_vm_stats);
+	add_other(native_vcpu_stats);
+	add_other(child.native_vm_stats);
+	add_other(open("/proc/self/status", O_RDONLY | O_CLOEXEC));
 	self_pidfd = pidfd_open_or_fail(self_pid);
 	child_pidfd = pidfd_open_or_fail(child.info.pid);
-	other_fds[nr_other++] = self_pidfd;
-	other_fds[nr_other++] = child_pidfd;
+	add_other(self_pidfd);
+	add_other(child_pidfd);
 	{
 		int ksg = ksg_test_open();
 
 		impostor_fd = ksg_impostor(ksg);
 		close(ksg);
-		other_fds[nr_other++] = impostor_fd;
+		add_other(impostor_fd);
 	}
 	for (i = 0; i < nr_other; i++)
 		if (other_fds[i] < 0)
