@@ -9,7 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <linux/kvm.h>
 #include <linux/netlink.h>
 
 #include "freeze_util.h"
@@ -114,6 +116,63 @@ int kvm_uevent_drain(int sock)
 	       errno == ENOBUFS)
 		n++;
 	return n;
+}
+
+/*
+ * KVM's COUNT= in a destroy event of a VM made by @tid, or -1 if @buf is
+ * not such an event.
+ */
+static long kvm_uevent_destroy_count(const char *buf, size_t len, pid_t tid)
+{
+	long count = -1;
+	size_t off;
+
+	if (!kvm_uevent_match(buf, len, "destroy", tid))
+		return -1;
+	for (off = 0; off < len; off += strnlen(buf + off, len - off) + 1)
+		if (!strncmp(buf + off, "COUNT=", 6))
+			count = strtol(buf + off + 6, NULL, 10);
+	return count;
+}
+
+long kvm_live_vms(void)
+{
+	uint64_t deadline = now_ns() + 5000 * 1000000ull;
+	pid_t tid = sys_gettid();
+	static char buf[16384];
+	int sock, kvm, vm;
+	long count = -1;
+
+	sock = __kvm_uevent_open();
+	if (sock < 0)
+		return sock;
+	kvm = open("/dev/kvm", O_RDWR | O_CLOEXEC);
+	vm = kvm < 0 ? -1 : ioctl(kvm, KVM_CREATE_VM, 0);
+	if (vm < 0) {
+		count = -errno;
+		goto out;
+	}
+	/* The last reference: destroyed, and reported, before close returns. */
+	close(vm);
+	while (count < 0 && now_ns() < deadline) {
+		struct pollfd pfd = { .fd = sock, .events = POLLIN };
+		ssize_t len;
+
+		if (poll(&pfd, 1, 100) <= 0)
+			continue;
+		len = recv(sock, buf, sizeof(buf) - 1, MSG_DONTWAIT);
+		if (len <= 0)
+			continue;
+		buf[len] = 0;
+		count = kvm_uevent_destroy_count(buf, len, tid);
+	}
+	if (count < 0)
+		count = -ETIMEDOUT;
+out:
+	if (kvm >= 0)
+		close(kvm);
+	close(sock);
+	return count;
 }
 
 long kvmstats_param(const char *name)

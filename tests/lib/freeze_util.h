@@ -46,6 +46,17 @@ int kvm_uevent_wait(int sock, const char *event, pid_t pid, int n,
 /* Drops every uevent queued on @sock; returns how many. */
 int kvm_uevent_drain(int sock);
 
+/*
+ * KVM's own count of its live VMs, which each event reports as COUNT=
+ * (after a destroy: without the VM destroyed).  Read by making a
+ * throwaway VM (no vCPU, no memory) in this thread and closing it: the
+ * COUNT of its destroy event is the number of the other VMs.  -errno if
+ * no VM can be made or the event does not come within 5 s.  Where KVM is
+ * built in (arm64) this is what says that KVM freed a test's VMs; where
+ * it is a module, the vendor module's refcount says it without a VM.
+ */
+long kvm_live_vms(void);
+
 /* /sys/module/kvmstats/parameters/@name, -1 if unreadable. */
 long kvmstats_param(const char *name);
 long kvmstats_live_vms(void);

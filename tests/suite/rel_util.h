@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 
+#include "freeze_util.h"
 #include "kvmstats_util.h"
 
 /* ---- PRNG: splitmix64, reproducible from one 64-bit seed ---- */
@@ -122,11 +123,48 @@ static inline int rel_module_loaded(const char *name)
 	return stat(path, &st) == 0;
 }
 
+/*
+ * The vendor module (kvm_amd, kvm_intel), or NULL where KVM is built in
+ * (arm64), for which the harness sets KVMSTATS_VENDOR empty.  Unset (run
+ * outside the harness): kvm_amd.
+ */
 static inline const char *rel_vendor(void)
 {
 	const char *v = getenv("KVMSTATS_VENDOR");
 
-	return v && *v ? v : "kvm_amd";
+	if (!v)
+		return "kvm_amd";
+	return *v ? v : NULL;
+}
+
+/* The vendor module's file in $KVMSTATS_MODDIR (NULL: none). */
+static inline const char *rel_vendor_ko(const char *vendor)
+{
+	if (!vendor)
+		return NULL;
+	return strcmp(vendor, "kvm_intel") ? "kvm-amd.ko" : "kvm-intel.ko";
+}
+
+/*
+ * What is back at its base once KVM has freed every VM a test made: the
+ * vendor module's refcount where KVM is a module (a VM holds a reference
+ * on it until it is destroyed), else KVM's own count of its live VMs
+ * (kvm_live_vms(), which makes a throwaway VM to read it).  rel_kvm_what()
+ * names it for a check's message.  @vendor is rel_vendor()'s.
+ */
+static inline long rel_kvm_pins(const char *vendor)
+{
+	return vendor ? rel_refcnt(vendor) : kvm_live_vms();
+}
+
+static inline const char *rel_kvm_what(const char *vendor)
+{
+	static char what[64];
+
+	if (!vendor)
+		return "KVM's count of live VMs";
+	snprintf(what, sizeof(what), "%s refcnt", vendor);
+	return what;
 }
 
 /* Poll @fn() until it returns @want or @ms elapse; returns the last value. */
@@ -214,8 +252,7 @@ static inline int rel_restore_modules(void)
 		{ "irqbypass", "irqbypass.ko" },
 		{ "kvm", "kvm.ko" },
 		{ "ccp", "ccp.ko" },
-		{ vendor,
-		  strcmp(vendor, "kvm_intel") ? "kvm-amd.ko" : "kvm-intel.ko" },
+		{ vendor, rel_vendor_ko(vendor) },
 		{ "kvmstats", "kvmstats.ko" },
 	};
 	unsigned int i;
@@ -224,7 +261,8 @@ static inline int rel_restore_modules(void)
 	for (i = 0; i < sizeof(mods) / sizeof(mods[0]); i++) {
 		int r;
 
-		if (rel_module_loaded(mods[i][0]) ||
+		/* No vendor module where KVM is built in. */
+		if (!mods[i][0] || rel_module_loaded(mods[i][0]) ||
 		    !rel_module_shipped(mods[i][1]))
 			continue;
 		r = rel_load_module(mods[i][1]);
