@@ -17,7 +17,8 @@
  * read the same.  The dead pid is ESRCH, and nothing is leaked or logged.
  * Once the last VMMs are dead, with their stats fds still open, kvmstats
  * holds none of their VMs (live_vms) and KVM has destroyed them all (the
- * vendor module's refcount is back to its base).
+ * vendor module's refcount, where KVM is built in KVM's own count of live
+ * VMs, is back to its base).
  *
  * Seeded: KVMSTATS_DEATH_SEED replays the schedule.
  */
@@ -292,7 +293,7 @@ static const char *vendor;
 
 static long refcnt_arg(const char *name)
 {
-	return rel_refcnt(name);
+	return rel_kvm_pins(name);
 }
 
 static void kill_slot(struct slot *s)
@@ -421,7 +422,7 @@ int main(void)
 	if (base_vms)
 		tap_bail("kvmstats still holds %ld VMs of earlier programs",
 			 base_vms);
-	base_ref = rel_refcnt(vendor);
+	base_ref = rel_kvm_pins(vendor);
 	sched_rng.s = seed;
 	tap_diag(
 		"seed 0x%016llx, %lu deaths (replay: KVMSTATS_DEATH_SEED=0x%016llx)",
@@ -520,9 +521,8 @@ int main(void)
 		  "holds none of their VMs (live_vms %ld, base %ld)",
 		  open_fds, vms, base_vms);
 	tap_check(ref == base_ref,
-		  "and KVM destroyed every VM under them (%s refcnt %ld, base "
-		  "%ld)",
-		  vendor, ref, base_ref);
+		  "and KVM destroyed every VM under them (%s %ld, base %ld)",
+		  rel_kvm_what(vendor), ref, base_ref);
 	tap_check(esrch_bad == 0,
 		  "GET_STATS_FD on a reaped VMM is ESRCH (%lu bad)", esrch_bad);
 	/* Scheduling under TCG costs up to a second or two; a read that
