@@ -237,6 +237,26 @@ static long debugfs_stat(pid_t pid, int vm_fd, const char *name)
 	return rel_read_long(path);
 }
 
+/*
+ * Whether the VM file has the page counts (pages_4k) that KVM's MMU
+ * teardown and unmaps move after a freeze: x86's.  arm64's VM file has
+ * only remote_tlb_flush and remote_tlb_flush_requests, which its stage-2
+ * unmaps do not count (they invalidate the TLB themselves), so there no
+ * VM statistic moves once a VM is frozen: no read can be taken back, and
+ * the race is not there to provoke.
+ */
+#define NO_PAGE_COUNTS                                                     \
+	"this KVM's VM file has no page counts (pages_4k): nothing in it " \
+	"moves after a freeze"
+
+static bool has_page_counts(int fd)
+{
+	static struct stats_blob blob;
+
+	stats_read_all(fd, &blob, "VM");
+	return stats_find(&blob, "pages_4k") != NULL;
+}
+
 static void check_no_revert(struct reader *r, int fd, const char *when)
 {
 	static struct stats_blob later;
@@ -267,6 +287,10 @@ static void case_close_then_unmap(void)
 
 	vmm_start(&v);
 	fd = kvmstats_get_stats_fd(dev, v.pid, v.vm_fd, -1);
+	if (!has_page_counts(fd)) {
+		tap_skip(NO_PAGE_COUNTS, "%s: reads racing the freeze", when);
+		goto out;
+	}
 	tap_check(stats_read_stat(fd, "pages_4k") > 0,
 		  "%s: the guest's memory is mapped (pages_4k %llu)", when,
 		  (unsigned long long)stats_read_stat(fd, "pages_4k"));
@@ -292,6 +316,7 @@ static void case_close_then_unmap(void)
 	else
 		tap_skip("no debugfs: KVM's live values cannot be seen",
 			 "%s: the VM changed after its freeze", when);
+out:
 	close(fd);
 	vmm_end(&v);
 }
@@ -307,6 +332,12 @@ static void case_sigkill(void)
 
 	vmm_start(&v);
 	fd = kvmstats_get_stats_fd(dev, v.pid, v.vm_fd, -1);
+	if (!has_page_counts(fd)) {
+		tap_skip(NO_PAGE_COUNTS, "%s: reads racing the freeze", when);
+		close(fd);
+		vmm_end(&v);
+		return;
+	}
 	stats_read_all(fd, &before, "before the kill");
 	reader_start(&r, fd);
 	frz = param("freezes");
@@ -378,7 +409,7 @@ int main(void)
 out:
 	r = rel_restore_modules();
 	tap_check(!r && rel_module_loaded("kvmstats") &&
-			  rel_module_loaded(vendor),
+			  (!vendor || rel_module_loaded(vendor)),
 		  "the normal modules are back");
 	return tap_exit();
 }
