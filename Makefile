@@ -270,7 +270,8 @@ include $(CURDIR)/packaging/packaging.mk
 # The test platform (issue 3): QEMU guests, lint, CI.  See tests/qemu/README.md.
 #
 #   make deps                       install what check and lint need (as root)
-#   make check  [KERNELS=6.1,6.12]  the suite in QEMU on each kernel, TAP 13,
+#   make check  [KERNELS=6.1,6.12]  the suite in QEMU on each kernel (amd64 and
+#                                   arm64; KERNELS=amd64 or arm64 for one), TAP 13,
 #                                   ending in "N passed, N failed, N skipped"
 #   make check-long                 the same with KVMSTATS_LONG=1, longer timeouts
 #   make check-shell [KERNEL=6.12] [CONFIG=default]
@@ -281,8 +282,8 @@ include $(CURDIR)/packaging/packaging.mk
 #                                   prove the harness fails when it must (hangs,
 #                                   WARNs, panics, missing token, not ok)
 #   make check-arm64-guests         the arm64 kernels with KVM alone: boot, the
-#                                   harness and 05-guest, no kvmstats (which does
-#                                   not build for arm64 yet); .ci/run runs it
+#                                   harness and 05-guest, no kvmstats (a quick look
+#                                   at the arm64 guests; make check runs it all)
 #   make lint                       checkpatch, sparse + W=1 builds, clang-format,
 #                                   shellcheck
 #   make format                     clang-format -i the userspace C that lint checks
