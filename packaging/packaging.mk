@@ -11,6 +11,7 @@
 #   make deb-arm64                 the tool's and library's packages for arm64,
 #                                  cross-built (packaging/deb-cross) -> build/deb/
 #   make demo                      boot the 6.12 guest, run sample VMs, show the tool
+#                                  (DEMO_KERNEL=arm64-6.12: Debian's arm64 6.12)
 #   make demo-shell                the same guest, left at a shell
 #
 # The version lives in VERSION and nowhere else: dkms.conf gets it here,
@@ -116,7 +117,9 @@ deb-clean:
 # ---------------------------------------------------------------------------
 # make demo: the 6.12 guest of the test harness (tests/qemu/run-guest) with
 # the module, the static tool, tests/demo/samplevm and, when the host has
-# Debian's QEMU, a nested QEMU booting SeaBIOS.  See tests/demo/README.md.
+# Debian's QEMU, a nested QEMU booting SeaBIOS.  DEMO_KERNEL=arm64-6.12
+# boots Debian's arm64 6.12 instead, with the module, the tool and samplevm
+# cross-built (and no nested QEMU).  See tests/demo/README.md.
 DEMO_KERNEL ?= 6.12
 DEMO_OUT := $(BUILD)/demo
 DEMO_PAYLOAD := $(DEMO_OUT)/payload
@@ -124,9 +127,10 @@ DEMO_PAYLOAD := $(DEMO_OUT)/payload
 demo-payload:
 	@KERNELS=$(DEMO_KERNEL) tests/qemu/deps check
 	@rel=$$(tests/kernels $(DEMO_KERNEL)) && \
-		$(MAKE) --no-print-directory module KVER=$$rel
-	@$(MAKE) --no-print-directory tool-static
-	@tests/demo/mkpayload $(DEMO_PAYLOAD)
+		$(MAKE) --no-print-directory module KVER=$$rel && \
+		arch=$$(scripts/kernel arch $$rel) && \
+		if [ "$$arch" = amd64 ]; then $(MAKE) --no-print-directory tool-static; fi && \
+		tests/demo/mkpayload --arch $$arch $(DEMO_PAYLOAD)
 
 demo: demo-payload
 	@tests/demo/run $(DEMO_KERNEL) $(DEMO_PAYLOAD) $(DEMO_OUT)
