@@ -79,6 +79,11 @@ static inline struct pid *kvmstats_vcpu_get_pid(struct kvm_vcpu *vcpu)
 }
 #endif
 
+/* User workers (vhost and io_uring threads) came in 6.4: none before. */
+#ifndef PF_USER_WORKER
+#define PF_USER_WORKER 0
+#endif
+
 /* pidfs, where pidfds live since 6.9; its magic is uapi. */
 #ifndef PID_FS_MAGIC
 #define PID_FS_MAGIC 0x50494446

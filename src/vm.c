@@ -221,12 +221,18 @@ static void kvmstats_twork(struct callback_head *head)
 	module_put(THIS_MODULE);
 }
 
-/* Does @t run in @mm, and will it return to user space? */
+/*
+ * Does @t run in @mm, and will it return to user space?  Not a kernel
+ * thread, nor a kernel worker the VMM's threads spawned (io_uring's, or
+ * KVM's own NX huge page recovery thread, a vhost task on the 7.x kernels
+ * here): the recovery thread runs task work when it is signalled to stop,
+ * and a VM destroyed there would wait for that very thread to exit.
+ */
 static bool kvmstats_runs_in(struct task_struct *t, struct mm_struct *mm)
 {
 	bool ret;
 
-	if (t->flags & (PF_EXITING | PF_KTHREAD))
+	if (t->flags & (PF_EXITING | PF_KTHREAD | PF_IO_WORKER | PF_USER_WORKER))
 		return false;
 	task_lock(t);
 	ret = t->mm == mm;
