@@ -4,6 +4,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -970,4 +971,14 @@ void kvm_test_init(void)
 	/* The harness's ksg_pin module holds the key itself. */
 	if (access("/sys/module/ksg_pin", F_OK))
 		vm_keeper_start();
+}
+
+void pin_self_to(int cpu)
+{
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	if (sched_setaffinity(0, sizeof(set), &set))
+		tap_bail("sched_setaffinity(%d): %s", cpu, strerror(errno));
 }

@@ -152,6 +152,9 @@ void vcpu_thread_stop(struct vcpu *vcpu);
 /* Wait until the thread has entered KVM_RUN at least once. */
 void vcpu_thread_wait_running(struct vcpu *vcpu);
 
+/* Run the calling thread on CPU @cpu only (threads it starts inherit it). */
+void pin_self_to(int cpu);
+
 /*
  * VMs whose vCPUs halt in the kernel.  On x86 that takes an in-kernel
  * irqchip (PIC, IOAPIC and local APICs; created with KVM_CREATE_IRQCHIP

@@ -389,18 +389,7 @@ static int window_ctl[2];
  * The held leader spins in a kprobe handler, interrupts off, on its CPU:
  * a task woken onto that CPU waits out the hold.  So the window VMM (its
  * leader and its vCPU thread) runs on the last CPU, this test on CPU 0.
- */
-static void pin_to(int cpu)
-{
-	cpu_set_t set;
-
-	CPU_ZERO(&set);
-	CPU_SET(cpu, &set);
-	if (sched_setaffinity(0, sizeof(set), &set))
-		tap_bail("sched_setaffinity(%d): %s", cpu, strerror(errno));
-}
-
-/*
+ *
  * A VMM whose leader exits first: the VM and a thread running it stay.
  * Reports its VM fd, then the leader leaves with exit(2) (the thread only).
  */
@@ -409,7 +398,7 @@ static void window_vmm(int ksg)
 	struct vm *v;
 	int fd;
 
-	pin_to(sysconf(_SC_NPROCESSORS_ONLN) - 1);
+	pin_self_to(sysconf(_SC_NPROCESSORS_ONLN) - 1);
 	v = vm_create(1, NULL);
 	fd = v->fd;
 
@@ -439,7 +428,7 @@ static void check_exit_window(void)
 		return;
 	}
 	sched_getaffinity(0, sizeof(all), &all);
-	pin_to(0);
+	pin_self_to(0);
 	if (pipe2(window_ctl, O_CLOEXEC))
 		tap_bail("pipe: %s", strerror(errno));
 	fflush(stdout);

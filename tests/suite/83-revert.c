@@ -161,23 +161,13 @@ struct reader {
 	volatile int started, done;
 };
 
-static void pin_to(int cpu)
-{
-	cpu_set_t set;
-
-	CPU_ZERO(&set);
-	CPU_SET(cpu, &set);
-	if (sched_setaffinity(0, sizeof(set), &set))
-		tap_bail("sched_setaffinity(%d): %s", cpu, strerror(errno));
-}
-
 static int reader_cpu;
 
 static void *reader_fn(void *arg)
 {
 	struct reader *r = arg;
 
-	pin_to(reader_cpu);
+	pin_self_to(reader_cpu);
 	r->err = set_delay(DELAY_MS);
 	r->t0 = now_ns();
 	__atomic_store_n(&r->started, 1, __ATOMIC_SEQ_CST);
@@ -382,7 +372,7 @@ int main(void)
 			"reads racing a freeze (the delayed reader needs a CPU of its own)");
 		return tap_exit();
 	}
-	pin_to(0);
+	pin_self_to(0);
 	if (!rel_module_shipped("kvmstats-debug.ko")) {
 		tap_skip(
 			"no debug build of kvmstats in the guest (make check builds one)",
