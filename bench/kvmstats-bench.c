@@ -12,7 +12,9 @@
  *        - KVMSTATS_LIST_VMS (against the number of VMs);
  *        - host sweep: kvmstats one pread per fd, kvmstats
  *          KVMSTATS_READ_BATCH, debugfs the way kvm_stat reads it, and the
- *          native fds read by their own VMM (the lower bound);
+ *          native fds three ways: all read by this process (the same
+ *          files and buffers as ours), each VMM reading its own in turn,
+ *          and each VMM re-reading its own warm (the lower bound);
  *        - tool cost, when /usr/bin/kvmstats exists: CPU time of
  *          `kvmstats export --listen` per scrape and of `kvmstats top
  *          --batch` per refresh, and the exporter's resident set;
@@ -26,9 +28,10 @@
  * program could run.  Every absolute time is whatever the machine it ran on
  * gives; under QEMU TCG they are emulated times and only ratios carry over.
  *
- * Usage: kvmstats-bench [-q] [-l] [-n] [-t TOOL]
+ * Usage: kvmstats-bench [-q] [-l] [-s] [-n] [-t TOOL]
  *   -q        quick: fewer rounds and sizes (for trying the program out)
  *   -l        LIST_VMS only (to compare module builds)
+ *   -s        host sweeps and their growth only (to compare module builds)
  *   -n        no ftrace of LIST_VMS
  *   -t TOOL   the kvmstats tool (default /usr/bin/kvmstats)
  */
@@ -75,6 +78,7 @@
 
 static bool quick;
 static bool list_only;
+static bool sweep_only;
 static bool do_trace = true;
 static const char *tool_path = "/usr/bin/kvmstats";
 static int devfd; /* /dev/kvmstats */
@@ -394,7 +398,7 @@ static void bench_pread(void)
 /* ------------------------------------------------------------------ */
 /* child VMMs */
 
-enum { CMD_SWEEP = 1, CMD_CREATE, CMD_EXIT };
+enum { CMD_SWEEP = 1, CMD_SWEEP_ONCE, CMD_CREATE, CMD_EXIT };
 
 struct child_cmd {
 	int op;
@@ -404,6 +408,7 @@ struct child_cmd {
 struct child_hello {
 	pid_t pid;
 	int vm_fd;
+	int native_fd[FDS_PER_VM]; /* its native stats fds, VM first */
 };
 
 struct child {
@@ -441,9 +446,19 @@ static void child_main(int in, int out)
 	vmm_create(&m, NR_VCPUS);
 	hello.pid = getpid();
 	hello.vm_fd = m.vm;
+	for (i = 0; i < FDS_PER_VM; i++)
+		hello.native_fd[i] = m.native[i].fd;
 	xwrite(out, &hello, sizeof(hello));
 	for (;;) {
 		xread(in, &cmd, sizeof(cmd));
+		if (cmd.op == CMD_SWEEP_ONCE) {
+			/* One sweep, as it comes: its turn in a host sweep. */
+			t0 = now_ns();
+			read_data_blocks(m.native, FDS_PER_VM, buf);
+			ns = now_ns() - t0;
+			xwrite(out, &ns, sizeof(ns));
+			continue;
+		}
 		if (cmd.op != CMD_SWEEP)
 			_exit(0);
 		/*
@@ -499,6 +514,31 @@ static void start_child(struct child *c)
 }
 
 /* Children nr_vms .. @k - 1 make their VMs, side by side. */
+/*
+ * Every child's native stats fds, copied into this process (pidfd_getfd):
+ * a KVM stats fd reads the same in any process, so this process can sweep
+ * the VMs' native files exactly as it sweeps ours, the same files through
+ * the same buffers, with no VMM to wake (M_NATIVE_ONE).
+ */
+static struct sfile natives[MAX_FILES];
+
+static void take_natives(int k, const struct child_hello *hello)
+{
+	int pidfd, i, fd;
+
+	pidfd = syscall(SYS_pidfd_open, hello->pid, 0);
+	if (pidfd < 0)
+		die("pidfd_open: %s", strerror(errno));
+	for (i = 0; i < FDS_PER_VM; i++) {
+		fd = syscall(SYS_pidfd_getfd, pidfd, hello->native_fd[i], 0);
+		if (fd < 0)
+			die("pidfd_getfd: %s", strerror(errno));
+		sfile_init(&natives[k * FDS_PER_VM + i], fd,
+			   "a VMM's native stats fd");
+	}
+	close(pidfd);
+}
+
 static void make_vms(int k)
 {
 	struct child_cmd cmd = { CMD_CREATE, 0 };
@@ -513,6 +553,7 @@ static void make_vms(int k)
 	for (i = nr_vms; i < k; i++) {
 		xread(kids[i].from, &hello, sizeof(hello));
 		kids[i].vm_fd = hello.vm_fd;
+		take_natives(i, &hello);
 	}
 	printf("# %d more child VMMs made their VMs with %d vCPUs each in %.1f s\n",
 	       k - nr_vms, NR_VCPUS, (now_ns() - t0) / 1e9);
@@ -534,6 +575,33 @@ static uint64_t native_sweep_ns(int k, int n)
 		sum += ns;
 	}
 	return sum;
+}
+
+/*
+ * Native sweep of the first @k VMs taken in turn: each child times one
+ * sweep of its own fds, the next child then its own, and so on; @n such
+ * host sweeps, and their median.  Between two reads of a file all the
+ * other VMs' files are read, as in a READ_BATCH sweep of the same VMs, so
+ * the memory each sweep touches is the same; the wakeup of each VMM is
+ * not timed (it is a real sweep's cost, but not a read's).
+ */
+static uint64_t native_rr_sweep_ns(int k, int n)
+{
+	struct child_cmd cmd = { CMD_SWEEP_ONCE, 1 };
+	double t[n];
+	uint64_t ns, sum;
+	int i, j;
+
+	for (j = 0; j < n; j++) {
+		sum = 0;
+		for (i = 0; i < k; i++) {
+			xwrite(kids[i].to, &cmd, sizeof(cmd));
+			xread(kids[i].from, &ns, sizeof(ns));
+			sum += ns;
+		}
+		t[j] = sum;
+	}
+	return median(t, n);
 }
 
 /* The regular files of <debugfs>/kvm/<pid>-<fd>/, as kvm_stat finds them. */
@@ -680,12 +748,17 @@ static void sweep_debugfs(int k)
 	}
 }
 
-enum { M_DEBUGFS, M_SINGLE, M_BATCHED, M_NATIVE, NR_METHODS };
+enum {
+	M_DEBUGFS,
+	M_SINGLE,
+	M_BATCHED,
+	M_NATIVE,
+	M_NATIVE_RR,
+	M_NATIVE_ONE,
+	NR_METHODS
+};
 static const char *const method_name[NR_METHODS] = {
-	"debugfs",
-	"single",
-	"batched",
-	"native",
+	"debugfs", "single", "batched", "native", "native_rr", "native_one",
 };
 
 static const int sweep_sizes[] = { 1, 4, 16, 64, 250 };
@@ -697,6 +770,8 @@ struct sweep_result {
 	double ns[NR_METHODS];			/* median per sweep */
 	double speedup_single, speedup_batched; /* debugfs / ours */
 	double ratio_single, ratio_batched;	/* ours / native */
+	double ratio_batched_rr;		/* ours / native in turn */
+	double ratio_batched_one; /* ours / native in one process */
 	double sp_lo, sp_hi;
 };
 
@@ -717,6 +792,8 @@ static double time_method(int m, int k, int n)
 
 	if (m == M_NATIVE)
 		return native_sweep_ns(k, n);
+	if (m == M_NATIVE_RR)
+		return native_rr_sweep_ns(k, n);
 	for (i = 0; i < n; i++) {
 		t0 = now_ns();
 		switch (m) {
@@ -729,6 +806,9 @@ static double time_method(int m, int k, int n)
 		case M_BATCHED:
 			sweep_batched(k);
 			break;
+		case M_NATIVE_ONE:
+			read_data_blocks(natives, k * FDS_PER_VM, batch_buf);
+			break;
 		}
 		t[i] = now_ns() - t0;
 	}
@@ -740,7 +820,7 @@ static void bench_sweep_size(struct sweep_result *res, int k)
 	/* A debugfs sweep of 250 VMs takes about a second under TCG. */
 	int rounds = quick ? 7 : k >= 250 ? 11 : k >= 64 ? 21 : 31, r, m, i;
 	double t[NR_METHODS][rounds], sps[rounds], spb[rounds];
-	double rs[rounds], rb[rounds];
+	double rs[rounds], rb[rounds], rr[rounds], ro[rounds];
 	int n[NR_METHODS];
 	double once;
 
@@ -777,6 +857,8 @@ static void bench_sweep_size(struct sweep_result *res, int k)
 		spb[r] = t[M_DEBUGFS][r] / t[M_BATCHED][r];
 		rs[r] = t[M_SINGLE][r] / t[M_NATIVE][r];
 		rb[r] = t[M_BATCHED][r] / t[M_NATIVE][r];
+		rr[r] = t[M_BATCHED][r] / t[M_NATIVE_RR][r];
+		ro[r] = t[M_BATCHED][r] / t[M_NATIVE_ONE][r];
 	}
 	for (m = 0; m < NR_METHODS; m++)
 		res->ns[m] = median(t[m], rounds);
@@ -784,6 +866,8 @@ static void bench_sweep_size(struct sweep_result *res, int k)
 	res->speedup_batched = median(spb, rounds);
 	res->ratio_single = median(rs, rounds);
 	res->ratio_batched = median(rb, rounds);
+	res->ratio_batched_rr = median(rr, rounds);
+	res->ratio_batched_one = median(ro, rounds);
 	range(sps, rounds, &res->sp_lo, &res->sp_hi);
 
 	printf("# sweep %dx%d: %d rounds; sweeps per measurement: debugfs %d, single %d, batched %d, native %d; %d debugfs files per VM\n",
@@ -805,6 +889,10 @@ static void bench_sweep_size(struct sweep_result *res, int k)
 	       res->ratio_single);
 	printf("sweep_ratio_vs_native_%dx%d_batched=%.3f\n", k, NR_VCPUS,
 	       res->ratio_batched);
+	printf("sweep_ratio_vs_native_rr_%dx%d_batched=%.3f\n", k, NR_VCPUS,
+	       res->ratio_batched_rr);
+	printf("sweep_ratio_vs_native_one_%dx%d_batched=%.3f\n", k, NR_VCPUS,
+	       res->ratio_batched_one);
 	fflush(stdout);
 }
 
@@ -2082,17 +2170,20 @@ static void print_table(void)
 	       p_control.ratio, p_control.lo, p_control.hi);
 
 	printf("\nHost sweep (median us per sweep of every VM and vCPU data block)\n");
-	printf("  %-6s %10s %10s %10s %10s %9s %9s %8s %8s\n", "VMsx4",
-	       "debugfs", "single", "batched", "native", "x single",
-	       "x batched", "single/n", "batch/n");
+	printf("  %-6s %10s %10s %10s %10s %10s %10s %9s %9s %8s %8s %8s %8s\n",
+	       "VMsx4", "debugfs", "single", "batched", "native", "in turn",
+	       "one proc", "x single", "x batched", "single/n", "batch/n",
+	       "b/turn", "b/one");
 	for (i = 0; i < nr_sweeps; i++) {
 		const struct sweep_result *s = &sweeps[i];
 
-		printf("  %-6d %10.1f %10.1f %10.1f %10.1f %9.1f %9.1f %8.2f %8.2f\n",
+		printf("  %-6d %10.1f %10.1f %10.1f %10.1f %10.1f %10.1f %9.1f %9.1f %8.2f %8.2f %8.2f %8.2f\n",
 		       s->k, s->ns[M_DEBUGFS] / 1000, s->ns[M_SINGLE] / 1000,
 		       s->ns[M_BATCHED] / 1000, s->ns[M_NATIVE] / 1000,
+		       s->ns[M_NATIVE_RR] / 1000, s->ns[M_NATIVE_ONE] / 1000,
 		       s->speedup_single, s->speedup_batched, s->ratio_single,
-		       s->ratio_batched);
+		       s->ratio_batched, s->ratio_batched_rr,
+		       s->ratio_batched_one);
 	}
 
 	printf("\nSweep cost per vCPU, sizes side by side (median ns per vCPU; the VM file of each VM included)\n");
@@ -2193,13 +2284,16 @@ static void write_data(void)
 	snprintf(path, sizeof(path), "%s/sweep.dat", dir);
 	f = fopen(path, "w");
 	if (f) {
-		fprintf(f, "# vms debugfs_us single_us batched_us native_us\n");
+		fprintf(f,
+			"# vms debugfs_us single_us batched_us native_us native_rr_us native_one_us\n");
 		for (i = 0; i < nr_sweeps; i++)
-			fprintf(f, "%d %.3f %.3f %.3f %.3f\n", sweeps[i].k,
-				sweeps[i].ns[M_DEBUGFS] / 1000,
+			fprintf(f, "%d %.3f %.3f %.3f %.3f %.3f %.3f\n",
+				sweeps[i].k, sweeps[i].ns[M_DEBUGFS] / 1000,
 				sweeps[i].ns[M_SINGLE] / 1000,
 				sweeps[i].ns[M_BATCHED] / 1000,
-				sweeps[i].ns[M_NATIVE] / 1000);
+				sweeps[i].ns[M_NATIVE] / 1000,
+				sweeps[i].ns[M_NATIVE_RR] / 1000,
+				sweeps[i].ns[M_NATIVE_ONE] / 1000);
 		fclose(f);
 	}
 	snprintf(path, sizeof(path), "%s/list.dat", dir);
@@ -2291,13 +2385,16 @@ int main(int argc, char **argv)
 	struct rlimit rl;
 	int c, i, k;
 
-	while ((c = getopt(argc, argv, "qlnt:")) != -1) {
+	while ((c = getopt(argc, argv, "qlsnt:")) != -1) {
 		switch (c) {
 		case 'q':
 			quick = true;
 			break;
 		case 'l':
 			list_only = true;
+			break;
+		case 's':
+			sweep_only = true;
 			break;
 		case 'n':
 			do_trace = false;
@@ -2307,7 +2404,7 @@ int main(int argc, char **argv)
 			break;
 		default:
 			fprintf(stderr,
-				"usage: kvmstats-bench [-q] [-l] [-n] [-t TOOL]\n");
+				"usage: kvmstats-bench [-q] [-l] [-s] [-n] [-t TOOL]\n");
 			return 2;
 		}
 	}
@@ -2355,9 +2452,10 @@ int main(int argc, char **argv)
 	printf("# started %d child VMMs in %.1f s\n", nr_kids,
 	       (now_ns() - t0) / 1e9);
 	vm_list = calloc(1, sizeof(*vm_list) + 1024 * sizeof(vm_list->vms[0]));
-	measure_list_level(0);
+	if (!sweep_only)
+		measure_list_level(0);
 	grow_vms(1);
-	if (!list_only)
+	if (!list_only && !sweep_only)
 		bench_pread();
 
 	for (i = 1; i < NR_LEVELS; i++) {
@@ -2366,12 +2464,20 @@ int main(int argc, char **argv)
 			continue;
 		grow_vms(k);
 		settle();
-		measure_list_level(k);
+		if (!sweep_only)
+			measure_list_level(k);
 		if (list_only)
 			continue;
 		bench_sweep_size(&sweeps[nr_sweeps++], k);
-		if (is_tool_size(k))
+		if (is_tool_size(k) && !sweep_only)
 			bench_tool(k);
+	}
+	if (sweep_only) {
+		settle();
+		bench_growth();
+		growth_lines();
+		printf("# total %.0f s\n", (now_ns() - t0) / 1e9);
+		return 0;
 	}
 	settle();
 	if (!list_only)

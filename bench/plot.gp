@@ -40,7 +40,9 @@ set key bottom right font ',10'
 plot sweep using 1:2 with linespoints lw 2 pt 7 title "debugfs, kvm\\_stat's way", \
      sweep using 1:3 with linespoints lw 2 pt 5 title "kvmstats, one pread per fd", \
      sweep using 1:4 with linespoints lw 2 pt 9 title "kvmstats, READ\\_BATCH", \
-     sweep using 1:5 with linespoints lw 2 pt 13 dt 2 title "native fds, read by their own VMM"
+     sweep using 1:5 with linespoints lw 2 pt 13 dt 2 title "native fds, each VMM re-reading its own", \
+     sweep using 1:6 with linespoints lw 2 pt 11 dt 2 title "native fds, the VMMs in turn", \
+     sweep using 1:7 with linespoints lw 2 pt 15 dt 2 title "native fds, all read by one process"
 unset logscale
 set format y "%g"
 
