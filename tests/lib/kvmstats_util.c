@@ -542,6 +542,39 @@ static void child_close_others(int keep)
 	syscall(SYS_close_range, keep + 1, ~0u, 0);
 }
 
+pid_t child_fork(int *sock, void (*fn)(int sock, void *arg), void *arg,
+		 bool keep_none)
+{
+	int sv[2];
+	pid_t pid;
+
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv))
+		tap_bail("socketpair: %s", strerror(errno));
+	fflush(stdout);
+	pid = fork();
+	if (pid < 0)
+		tap_bail("fork: %s", strerror(errno));
+	if (!pid) {
+		if (keep_none)
+			child_close_others(sv[1]);
+		else
+			close(sv[0]);
+		fn(sv[1], arg);
+		_exit(3);
+	}
+	close(sv[1]);
+	*sock = sv[0];
+	return pid;
+}
+
+void child_send(int sock, pid_t pid, char cmd)
+{
+	char ack;
+
+	if (write(sock, &cmd, 1) != 1 || read(sock, &ack, 1) != 1)
+		tap_bail("VMM %d did not answer '%c'", pid, cmd);
+}
+
 static void child_stop_all(struct vm *vm)
 {
 	int i;
@@ -563,16 +596,22 @@ static void child_start_all(struct vm *vm, enum guest_prog prog)
 		vcpu_thread_wait_running(vm->vcpus[i]);
 }
 
-static void __attribute__((noreturn))
-child_main(int sock, int nr_vcpus, const int *ids, unsigned int io_exits)
+struct child_args {
+	int nr_vcpus;
+	const int *ids;
+	unsigned int io_exits;
+};
+
+static void __attribute__((noreturn)) child_main(int sock, void *arg)
 {
-	int fds[VM_MAX_VCPUS + 2];
+	const struct child_args *a = arg;
+	int nr_vcpus = a->nr_vcpus, fds[VM_MAX_VCPUS + 2];
+	unsigned int io_exits = a->io_exits;
 	struct child_vmm_info info;
 	struct vm *vm;
 	int i;
 
-	child_close_others(sock);
-	vm = vm_create(nr_vcpus, ids);
+	vm = vm_create(nr_vcpus, a->ids);
 	if (io_exits)
 		vm_run_all_to_hlt(vm, GUEST_IO_COUNT, io_exits);
 	else
@@ -631,25 +670,15 @@ child_main(int sock, int nr_vcpus, const int *ids, unsigned int io_exits)
 void child_vmm_start(struct child_vmm *c, int nr_vcpus, const int *ids,
 		     unsigned int io_exits)
 {
-	int sv[2], fds[VM_MAX_VCPUS + 2];
+	struct child_args args = { nr_vcpus, ids, io_exits };
+	int fds[VM_MAX_VCPUS + 2];
 	pid_t pid;
 	int i, n;
 
 	memset(c, 0, sizeof(*c));
 	if (nr_vcpus > VM_MAX_VCPUS)
 		tap_bail("child_vmm_start: too many vCPUs");
-	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv))
-		tap_bail("socketpair: %s", strerror(errno));
-	fflush(stdout);
-	pid = fork();
-	if (pid < 0)
-		tap_bail("fork: %s", strerror(errno));
-	if (!pid) {
-		close(sv[0]);
-		child_main(sv[1], nr_vcpus, ids, io_exits);
-	}
-	close(sv[1]);
-	c->sock = sv[0];
+	pid = child_fork(&c->sock, child_main, &args, true);
 	n = recv_fds(c->sock, &c->info, sizeof(c->info), fds, nr_vcpus + 2);
 	if (n != nr_vcpus + 2) {
 		kill(pid, SIGKILL);
@@ -850,4 +879,20 @@ int ksg_impostor(int ksg)
 	if (fd < 0)
 		tap_bail("KSG_TEST_IMPOSTOR: %s", strerror(errno));
 	return fd;
+}
+
+int run_capture(const char *cmd, char *buf, size_t size)
+{
+	FILE *p = popen(cmd, "r");
+	size_t n = 0, r;
+	int st;
+
+	buf[0] = '\0';
+	if (!p)
+		return -1;
+	while (n + 1 < size && (r = fread(buf + n, 1, size - 1 - n, p)) > 0)
+		n += r;
+	buf[n] = '\0';
+	st = pclose(p);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }

@@ -129,6 +129,17 @@ struct child_vmm_info {
 	pid_t vm_creator_tid;
 };
 
+/*
+ * Fork a child that runs @fn(@sock, @arg), which must not return, on its
+ * end of a stream socketpair; returns its pid and sets *@sock to ours.
+ * With @keep_none the child first closes every other fd it inherited (the
+ * device, the test's stats fds), so that it holds nothing of the test's.
+ */
+pid_t child_fork(int *sock, void (*fn)(int sock, void *arg), void *arg,
+		 bool keep_none);
+/* Send child @pid the one-byte command @cmd on @sock; wait for one byte. */
+void child_send(int sock, pid_t pid, char cmd);
+
 struct child_vmm {
 	struct child_vmm_info info;
 	int sock; /* parent's end of the socketpair */
@@ -162,6 +173,13 @@ int child_vmm_exit(struct child_vmm *c);
 void child_vmm_kill(struct child_vmm *c);
 /* Closes the fds received from the child. */
 void child_vmm_close_fds(struct child_vmm *c);
+
+/*
+ * Run @cmd with /bin/sh, its stdout into @buf (NUL-terminated, cut at
+ * @size - 1 bytes); its exit status, 128 + the signal that killed it, or
+ * -1 if it could not be started.
+ */
+int run_capture(const char *cmd, char *buf, size_t size);
 
 /* ---- fd passing ---- */
 int send_fds(int sock, const void *data, size_t len, const int *fds, int nr);

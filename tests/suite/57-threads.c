@@ -50,19 +50,7 @@ static char out[OUT_MAX];
 /* Run @cmd with /bin/sh; stdout into out[]; the exit status. */
 static int run(const char *cmd)
 {
-	size_t n = 0, r;
-	FILE *p = popen(cmd, "r");
-	int st;
-
-	out[0] = '\0';
-	if (!p)
-		return -1;
-	while (n + 1 < sizeof(out) &&
-	       (r = fread(out + n, 1, sizeof(out) - 1 - n, p)) > 0)
-		n += r;
-	out[n] = '\0';
-	st = pclose(p);
-	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+	return run_capture(cmd, out, sizeof(out));
 }
 
 /* ------------------------------------------------ the tool's JSON */
@@ -177,13 +165,8 @@ static void *vthread_fn(void *arg)
 	char c;
 
 	prctl(PR_SET_NAME, v->name, 0, 0, 0);
-	if (v->cpu >= 0) {
-		cpu_set_t set;
-
-		CPU_ZERO(&set);
-		CPU_SET(v->cpu, &set);
-		sched_setaffinity(0, sizeof(set), &set);
-	}
+	if (v->cpu >= 0)
+		pin_self_to(v->cpu);
 	v->tid = sys_gettid();
 	for (;;) {
 		int r;
@@ -316,25 +299,12 @@ static pid_t competitor(int cpu)
 	pid_t p = fork();
 
 	if (p == 0) {
-		cpu_set_t set;
-
 		prctl(PR_SET_NAME, "competitor", 0, 0, 0);
-		CPU_ZERO(&set);
-		CPU_SET(cpu, &set);
-		sched_setaffinity(0, sizeof(set), &set);
+		pin_self_to(cpu);
 		for (;;)
 			;
 	}
 	return p;
-}
-
-static void pin_self(int cpu)
-{
-	cpu_set_t set;
-
-	CPU_ZERO(&set);
-	CPU_SET(cpu, &set);
-	sched_setaffinity(0, sizeof(set), &set);
 }
 
 /* The row of @obj in the last report of top --batch's @text. */
@@ -378,7 +348,7 @@ static void check_steal(void)
 		return;
 	}
 	sched_getaffinity(0, sizeof(all), &all);
-	pin_self(0);
+	pin_self_to(0);
 	vm = vm_create(2, NULL);
 	/* vCPU 0 alone on CPU 0 (with this test, mostly asleep); vCPU 1 on
 	 * CPU 1 with a competitor that never sleeps. */

@@ -35,22 +35,10 @@ static bool native; /* no /dev/kvmstats: the tool's native path */
 
 static char out[OUT_MAX];
 
-/* Run @cmd with /bin/sh; stdout into out[]; returns the exit status. */
+/* Run @cmd with /bin/sh; stdout into out[]; the exit status. */
 static int run(const char *cmd)
 {
-	size_t n = 0, r;
-	FILE *p = popen(cmd, "r");
-	int st;
-
-	out[0] = '\0';
-	if (!p)
-		return -1;
-	while (n + 1 < sizeof(out) &&
-	       (r = fread(out + n, 1, sizeof(out) - 1 - n, p)) > 0)
-		n += r;
-	out[n] = '\0';
-	st = pclose(p);
-	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+	return run_capture(cmd, out, sizeof(out));
 }
 
 /* Exact nanoseconds from a decimal count of seconds ("0.0000015"). */
@@ -671,10 +659,11 @@ static void check_top_lifecycle(void)
 }
 
 /*
- * @argv as uid and gid 65534 with no groups, its stderr into out[]; its
- * exit status.  /dev/kvmstats is root:root 0600 in the guest (no udev).
+ * @argv as uid and gid 65534 with no groups, its stderr (and with
+ * @with_stdout its stdout too) into out[]; its exit status.
+ * /dev/kvmstats is root:root 0600 in the guest (no udev).
  */
-static int run_unprivileged(char *const argv[])
+static int run_as_nobody(char *const argv[], bool with_stdout)
 {
 	size_t n = 0;
 	ssize_t r;
@@ -686,37 +675,8 @@ static int run_unprivileged(char *const argv[])
 		return -1;
 	pid = fork();
 	if (pid == 0) {
-		dup2(p[1], 2);
-		close(p[0]);
-		if (setgroups(0, NULL) || setgid(65534) || setuid(65534))
-			_exit(125);
-		execv(argv[0], argv);
-		_exit(127);
-	}
-	close(p[1]);
-	while (n + 1 < sizeof(out) &&
-	       (r = read(p[0], out + n, sizeof(out) - 1 - n)) > 0)
-		n += (size_t)r;
-	out[n] = '\0';
-	close(p[0]);
-	waitpid(pid, &st, 0);
-	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
-/* run_unprivileged() with stdout into out[] too. */
-static int run_unprivileged_all(char *const argv[])
-{
-	size_t n = 0;
-	ssize_t r;
-	int p[2], st;
-	pid_t pid;
-
-	out[0] = '\0';
-	if (pipe(p))
-		return -1;
-	pid = fork();
-	if (pid == 0) {
-		dup2(p[1], 1);
+		if (with_stdout)
+			dup2(p[1], 1);
 		dup2(p[1], 2);
 		close(p[0]);
 		if (setgroups(0, NULL) || setgid(65534) || setuid(65534))
@@ -758,7 +718,7 @@ static void check_no_permission(void)
 	int rc, s = -1, i, st;
 	pid_t srv;
 
-	rc = run_unprivileged(list);
+	rc = run_as_nobody(list, false);
 	tap_check(
 		rc == 4 && strstr(out, "/dev/kvmstats: Permission denied") &&
 			strstr(out, "belongs to the group ") &&
@@ -866,12 +826,12 @@ static void check_native_unprivileged(struct vm *vm)
 
 	snprintf(pidfd, sizeof(pidfd), "%d:%d", getpid(), vm->fd);
 	snprintf(line, sizeof(line), "\n%-8d %5d ", getpid(), vm->fd);
-	rc = run_unprivileged_all(list);
+	rc = run_as_nobody(list, true);
 	tap_check(
 		rc == 0 && !strstr(out, line),
 		"native list as an unprivileged user: exit 0 (%d), none of root's VMs",
 		rc);
-	rc = run_unprivileged_all(show);
+	rc = run_as_nobody(show, true);
 	tap_check(
 		rc != 0 && strstr(out, "kvmstats: "),
 		"native show of root's VM as an unprivileged user fails, and says so (%d: %.*s)",

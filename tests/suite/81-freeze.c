@@ -364,7 +364,8 @@ static int __attribute__((noinline)) fz_child_vfork_exec(void)
 	return fz_child_wait(pid);
 }
 
-static void __attribute__((noreturn)) fz_child(int sock)
+static void __attribute__((noreturn))
+fz_child(int sock, void *arg __attribute__((unused)))
 {
 	struct vm *vms[2] = { NULL, NULL };
 	int nr = 0;
@@ -427,24 +428,9 @@ static void __attribute__((noreturn)) fz_child(int sock)
 
 static void fz_start(struct fz_vmm *v)
 {
-	int sv[2];
-
 	memset(v, 0, sizeof(*v));
-	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv))
-		tap_bail("socketpair: %s", strerror(errno));
-	fflush(stdout);
-	v->pid = fork();
-	if (v->pid < 0)
-		tap_bail("fork: %s", strerror(errno));
-	if (!v->pid) {
-		/* Keep nothing of ours: not the device, not our stats fds. */
-		if (sv[1] > 3)
-			syscall(SYS_close_range, 3, sv[1] - 1, 0);
-		syscall(SYS_close_range, sv[1] + 1, ~0u, 0);
-		fz_child(sv[1]);
-	}
-	close(sv[1]);
-	v->sock = sv[0];
+	/* Keep nothing of ours: not the device, not our stats fds. */
+	v->pid = child_fork(&v->sock, fz_child, NULL, true);
 }
 
 /* Sends a command and returns the VMM's answer. */

@@ -199,8 +199,9 @@ struct vmm {
 	int vm_fd;   /* the current VM's fd number in the VMM */
 };
 
-static void vmm_main(int sock, int wake)
+static void vmm_main(int sock, void *arg)
 {
+	int wake = *(const int *)arg;
 	struct vm *vm = NULL;
 	char cmd;
 
@@ -239,29 +240,9 @@ static void vmm_main(int sock, int wake)
 
 static void vmm_start(struct vmm *v)
 {
-	int sv[2];
-
-	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) ||
-	    pipe2(v->wake, O_CLOEXEC))
-		tap_bail("socketpair/pipe: %s", strerror(errno));
-	fflush(stdout);
-	v->pid = fork();
-	if (v->pid < 0)
-		tap_bail("fork: %s", strerror(errno));
-	if (!v->pid) {
-		close(sv[0]);
-		vmm_main(sv[1], v->wake[0]);
-	}
-	close(sv[1]);
-	v->sock = sv[0];
-}
-
-static void vmm_cmd(struct vmm *v, char cmd)
-{
-	char ack;
-
-	if (write(v->sock, &cmd, 1) != 1 || read(v->sock, &ack, 1) != 1)
-		tap_bail("VMM %d did not answer '%c'", v->pid, cmd);
+	if (pipe2(v->wake, O_CLOEXEC))
+		tap_bail("pipe: %s", strerror(errno));
+	v->pid = child_fork(&v->sock, vmm_main, &v->wake[0], false);
 }
 
 static void vmm_new_vm(struct vmm *v)
@@ -362,7 +343,7 @@ static void case_vmm_lives(void)
 	vmm_new_vm(&v);
 	open_files(&v, fds);
 	trace_clear();
-	vmm_cmd(&v, CMD_FREE);
+	child_send(v.sock, v.pid, CMD_FREE);
 	check_destroyed_by("VMM closed its fds and lives on", v.pid, false);
 	frozen_check(fds, "VMM closed its fds and lives on");
 	close(fds[0]);
@@ -372,7 +353,7 @@ static void case_vmm_lives(void)
 	vmm_new_vm(&v);
 	open_files(&v, fds);
 	trace_clear();
-	vmm_cmd(&v, CMD_FREE);
+	child_send(v.sock, v.pid, CMD_FREE);
 	close(fds[0]);
 	close(fds[1]);
 	check_destroyed_by("the agent closes the last stats files", v.pid,
@@ -412,8 +393,8 @@ static void case_vmm_sleeps(void)
 	close(fds[1]);
 	trace_clear();
 	/* Back to back: it is asleep before the next scan hands it over. */
-	vmm_cmd(&v, CMD_FREE);
-	vmm_cmd(&v, CMD_SLEEP);
+	child_send(v.sock, v.pid, CMD_FREE);
+	child_send(v.sock, v.pid, CMD_SLEEP);
 	check_destroyed_by("VMM asleep in the kernel", v.pid, true);
 	close(fds[0]);
 
@@ -444,7 +425,7 @@ static void case_private_memslots(void)
 	m0 = vmm_maps(v.pid);
 	vmm_new_vm(&v);
 	m1 = vmm_maps(v.pid);
-	vmm_cmd(&v, CMD_FREE);
+	child_send(v.sock, v.pid, CMD_FREE);
 	tap_diag(
 		"VMM mappings: %d before a VM, %d with it (the VM's memory and kvm_run are 2)",
 		m0, m1);
@@ -459,7 +440,7 @@ static void case_private_memslots(void)
 		vmm_new_vm(&v);
 		open_files(&v, fds);
 		trace_clear();
-		vmm_cmd(&v, CMD_FREE);
+		child_send(v.sock, v.pid, CMD_FREE);
 		trace_wait(d, 1, DESTROY_MS);
 		close(fds[0]);
 		close(fds[1]);

@@ -90,7 +90,7 @@ struct vmm {
 	int vm_fd;
 };
 
-static void vmm_main(int sock)
+static void vmm_main(int sock, void *arg __attribute__((unused)))
 {
 	struct vm *vm = vm_create(1, NULL);
 	struct vcpu *vcpu = vm->vcpus[0];
@@ -117,30 +117,9 @@ static void vmm_main(int sock)
 
 static void vmm_start(struct vmm *v)
 {
-	int sv[2];
-
-	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv))
-		tap_bail("socketpair: %s", strerror(errno));
-	fflush(stdout);
-	v->pid = fork();
-	if (v->pid < 0)
-		tap_bail("fork: %s", strerror(errno));
-	if (!v->pid) {
-		close(sv[0]);
-		vmm_main(sv[1]);
-	}
-	close(sv[1]);
-	v->sock = sv[0];
+	v->pid = child_fork(&v->sock, vmm_main, NULL, false);
 	if (read(v->sock, &v->vm_fd, sizeof(v->vm_fd)) != sizeof(v->vm_fd))
 		tap_bail("the VMM made no VM");
-}
-
-static void vmm_cmd(struct vmm *v, char cmd)
-{
-	char ack;
-
-	if (write(v->sock, &cmd, 1) != 1 || read(v->sock, &ack, 1) != 1)
-		tap_bail("VMM %d did not answer '%c'", v->pid, cmd);
 }
 
 static void vmm_end(struct vmm *v)
@@ -288,13 +267,13 @@ static void case_close_then_unmap(void)
 	reader_start(&r, fd);
 	frz = param("freezes");
 	t0 = now_ns();
-	vmm_cmd(&v, CMD_CLOSE);
+	child_send(v.sock, v.pid, CMD_CLOSE);
 	tap_diag("%s: the VMM's close took %.0f ms", when,
 		 (now_ns() - t0) / 1e6);
 	tap_check(wait_freeze(frz, when) && !r.done,
 		  "%s: frozen while the delayed read is in its read section",
 		  when);
-	vmm_cmd(&v, CMD_UNMAP);
+	child_send(v.sock, v.pid, CMD_UNMAP);
 	live = debugfs_stat(v.pid, v.vm_fd, "pages_4k");
 	check_no_revert(&r, fd, when);
 	frozen = stats_read_stat(fd, "pages_4k");
