@@ -401,11 +401,16 @@ static void check_steal(void)
 		"over %.1f s: vCPU 1 ran %.3f and waited %.3f of a CPU, the competitor ran %.3f; vCPU 0 ran %.3f and waited %.3f",
 		dt / 1e9, cpu1, wait1, comp, (double)(c1[0] - c0[0]) / dt,
 		wait0);
+	/*
+	 * The two share CPU 1 fairly, and vCPU 1 waits at least while the
+	 * competitor runs; it may wait longer where the kernel's own threads
+	 * take part of CPU 1 (a KASAN kernel's took a sixth).
+	 */
 	tap_check(
 		wait1 > 0.2 && comp > 0.2 && wait1 > comp * 0.75 &&
-			wait1 < comp * 1.33,
-		"/proc: vCPU 1 waits about as much as its competitor on CPU 1 runs (%.3f, %.3f of a CPU)",
-		wait1, comp);
+			cpu1 > comp * 0.75 && cpu1 < comp * 1.33,
+		"/proc: vCPU 1 shares CPU 1 with its competitor and waits while it runs (vCPU ran %.3f, waited %.3f; competitor ran %.3f of a CPU)",
+		cpu1, wait1, comp);
 	tap_check(
 		cpu1 + wait1 > 0.85 && cpu1 + wait1 < 1.05,
 		"/proc: vCPU 1, always runnable, runs or waits all the time (%.3f + %.3f)",
