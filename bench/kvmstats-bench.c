@@ -285,27 +285,26 @@ struct pair_result {
  */
 #define BLOCKS 16
 
-static struct pair_result pread_pair(const struct sfile *a,
-				     const struct sfile *b, int kind)
+#define PAIR_ROUNDS (quick ? 11 : 41)
+
+/* @n operations of side @side (0: A, 1: B) of a pair; ns per operation. */
+typedef double (*pair_block_fn)(const void *ctx, int side, long n);
+
+/* The rounds above, of blocks of @n operations each. */
+static struct pair_result abba_pair(pair_block_fn block, const void *ctx,
+				    long n)
 {
-	int rounds = quick ? 11 : 41, r, j;
+	int rounds = PAIR_ROUNDS, r, j;
 	double ta[rounds], tb[rounds], ratio[rounds];
 	double ba[BLOCKS / 2], bb[BLOCKS / 2];
 	struct pair_result res;
-	long n;
-
-	/* Calibrate: blocks of about 0.25 ms, short next to a time slice. */
-	per_read_ns(a, kind, 100);
-	n = 0.25e6 / per_read_ns(a, kind, 1000);
-	if (n < 8)
-		n = 8;
 
 	for (r = 0; r < rounds; r++) {
 		for (j = 0; j < BLOCKS; j++) {
 			if (j % 4 == 0 || j % 4 == 3)
-				ba[j / 2] = per_read_ns(a, kind, n);
+				ba[j / 2] = block(ctx, 0, n);
 			else
-				bb[j / 2] = per_read_ns(b, kind, n);
+				bb[j / 2] = block(ctx, 1, n);
 		}
 		ta[r] = median(ba, BLOCKS / 2);
 		tb[r] = median(bb, BLOCKS / 2);
@@ -315,8 +314,37 @@ static struct pair_result pread_pair(const struct sfile *a,
 	res.native = median(tb, rounds);
 	res.ratio = median(ratio, rounds);
 	range(ratio, rounds, &res.lo, &res.hi);
+	return res;
+}
+
+struct pread_pair_ctx {
+	const struct sfile *f[2];
+	int kind;
+};
+
+static double pread_block(const void *ctx, int side, long n)
+{
+	const struct pread_pair_ctx *c = ctx;
+
+	return per_read_ns(c->f[side], c->kind, n);
+}
+
+static struct pair_result pread_pair(const struct sfile *a,
+				     const struct sfile *b, int kind)
+{
+	struct pread_pair_ctx c = { { a, b }, kind };
+	struct pair_result res;
+	long n;
+
+	/* Calibrate: blocks of about 0.25 ms, short next to a time slice. */
+	per_read_ns(a, kind, 100);
+	n = 0.25e6 / per_read_ns(a, kind, 1000);
+	if (n < 8)
+		n = 8;
+
+	res = abba_pair(pread_block, &c, n);
 	printf("# per read: %d rounds of %d ABBA-interleaved blocks of %ld reads\n",
-	       rounds, BLOCKS, n);
+	       PAIR_ROUNDS, BLOCKS, n);
 	return res;
 }
 
@@ -818,10 +846,10 @@ static double time_method(int m, int k, int n)
 }
 
 /* @n sweeps of method @m (M_BATCHED or M_NATIVE_ONE) of @k VMs, ns each. */
-static double sweep_block(int m, int k, int n)
+static double sweep_block(int m, int k, long n)
 {
 	uint64_t t0 = now_ns();
-	int i;
+	long i;
 
 	for (i = 0; i < n; i++) {
 		if (m == M_BATCHED)
@@ -832,9 +860,21 @@ static double sweep_block(int m, int k, int n)
 	return (double)(now_ns() - t0) / n;
 }
 
+struct sweep_pair_ctx {
+	int m[2];
+	int k;
+};
+
+static double sweep_pair_block(const void *ctx, int side, long n)
+{
+	const struct sweep_pair_ctx *c = ctx;
+
+	return sweep_block(c->m[side], c->k, n);
+}
+
 /*
  * The issue-17 criterion, measured as a pair: READ_BATCH against the same
- * files' native fds read by this process, in rounds of BLOCKS blocks
+ * VMs' native fds read by this process, in rounds of BLOCKS blocks
  * interleaved ABBA ABBA ... (as per read), so that each of the two runs
  * right after the other over the same statistics and the same buffers,
  * and a moment of the shared host weighs on both.  @a and @b name the
@@ -842,10 +882,7 @@ static double sweep_block(int m, int k, int n)
  */
 static struct pair_result sweep_pair(int a, int b, int k)
 {
-	int rounds = quick ? 11 : 41, r, j;
-	double ta[rounds], tb[rounds], ratio[rounds];
-	double ba[BLOCKS / 2], bb[BLOCKS / 2];
-	struct pair_result res;
+	struct sweep_pair_ctx c = { { a, b }, k };
 	int n;
 
 	/* Blocks of about 1 ms, at least one sweep. */
@@ -853,22 +890,7 @@ static struct pair_result sweep_pair(int a, int b, int k)
 	n = 1e6 / sweep_block(a, k, 1);
 	if (n < 1)
 		n = 1;
-	for (r = 0; r < rounds; r++) {
-		for (j = 0; j < BLOCKS; j++) {
-			if (j % 4 == 0 || j % 4 == 3)
-				ba[j / 2] = sweep_block(a, k, n);
-			else
-				bb[j / 2] = sweep_block(b, k, n);
-		}
-		ta[r] = median(ba, BLOCKS / 2);
-		tb[r] = median(bb, BLOCKS / 2);
-		ratio[r] = ta[r] / tb[r];
-	}
-	res.ours = median(ta, rounds);
-	res.native = median(tb, rounds);
-	res.ratio = median(ratio, rounds);
-	range(ratio, rounds, &res.lo, &res.hi);
-	return res;
+	return abba_pair(sweep_pair_block, &c, n);
 }
 
 static void bench_sweep_pair(struct sweep_result *res, int k)
@@ -888,7 +910,7 @@ static void bench_sweep_pair(struct sweep_result *res, int k)
 	       NR_VCPUS, p.ratio);
 	printf("sweep_pair_ratio_control_%dx%d=%.3f\n", k, NR_VCPUS, c.ratio);
 	printf("# sweep pair %dx%d: %d rounds, ratio range %.3f..%.3f, control %.3f..%.3f\n",
-	       k, NR_VCPUS, quick ? 11 : 41, p.lo, p.hi, c.lo, c.hi);
+	       k, NR_VCPUS, PAIR_ROUNDS, p.lo, p.hi, c.lo, c.hi);
 }
 
 static void bench_sweep_size(struct sweep_result *res, int k)
