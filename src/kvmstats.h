@@ -86,6 +86,7 @@ struct kvmstats_vm_ref {
 	struct module *vendor;
 };
 
+/* Drop @ref: where it is the VM's last, KVM destroys the VM right here. */
 void kvmstats_vm_ref_put(struct kvmstats_vm_ref *ref);
 
 long kvmstats_list_vms(struct kvmstats_vm_list __user *ulist);
@@ -99,54 +100,61 @@ long kvmstats_list_pidfd(struct kvmstats_pidfd_list __user *ulist);
 int kvmstats_find_vm(const struct kvmstats_fd_request *req,
 		     int (*fn)(void *ctx, struct file *file), void *ctx);
 int kvmstats_get_vm(const struct kvmstats_fd_request *req,
-		    struct kvmstats_vm_ref *ref, struct pid **vmmp);
+		    struct kvmstats_vm_ref *ref);
 
 /* ----- vcpus.c: the vCPUs of a VM and their threads ----- */
 
 long kvmstats_list_vcpus(struct kvmstats_vcpu_list __user *ulist);
 
-/* ----- statsfd.c and vm.c: stats files, live and frozen ----- */
+/* ----- vm.c: where a stats file's data comes from, live or frozen ----- */
 
 struct kvmstats_tracker;
 
 /*
- * A stats file.  @data is what reads copy from: the live &kvm->stat or
+ * Where a stats file reads its data block: the live &kvm->stat or
  * &vcpu->stat while someone but kvmstats holds the VM, @frozen once nobody
- * does (vm.c).  Readers load @data with preemption disabled (an RCU-sched
- * read side: synchronize_rcu() waits for it) and copy inside a read section
- * of @seq, which a freeze writes; @frozen and @id live as
- * long as the file.  @frozen is allocated with the file but apart from it,
- * so that the small part a read touches packs densely: a sweep of
- * thousands of files then touches fewer pages.
+ * does.  vm.c alone switches @data; readers (statsfd.c) only load it, with
+ * preemption disabled (an RCU-sched read side: synchronize_rcu() waits for
+ * them), and copy from it inside a read section of @seq, which the switch
+ * writes.  The two fields a read touches come first; @frozen is allocated
+ * apart, so that the files of a sweep pack densely.
  */
-struct kvmstats_file {
-	const struct kvmstats_layout *layout;
+struct kvmstats_source {
 	const void __rcu *data;
 	seqcount_t seq;
 	const void *live;
-	u64 *frozen;			/* layout->data_size bytes */
-	struct kvmstats_tracker *vm;	/* NULL when frozen; under kvmstats_vm_lock */
-	struct list_head vm_node;	/* in vm->files */
+	void *frozen;			/* @size bytes */
+	size_t size;
+	struct kvmstats_tracker *vm;	/* while live; under vm.c's lock */
+	struct list_head vm_node;	/* in vm->sources */
+};
+
+extern atomic_t kvmstats_live_vms;
+
+int kvmstats_source_init(struct kvmstats_source *src, size_t size);
+void kvmstats_source_fini(struct kvmstats_source *src);
+int kvmstats_source_attach(struct kvmstats_source *src,
+			   struct kvmstats_vm_ref *ref, const void *live);
+void kvmstats_source_detach(struct kvmstats_source *src);
+int kvmstats_vm_init(void);
+void kvmstats_vm_exit(void);
+
+/* ----- statsfd.c: stats files ----- */
+
+/*
+ * A stats file: its layout, its id and where its data block comes from.
+ * Reads take no lock and never wait for the VM.
+ */
+struct kvmstats_file {
+	const struct kvmstats_layout *layout;
+	struct kvmstats_source src;
 	char id[KVM_STATS_NAME_SIZE];
 };
 
 extern atomic_t kvmstats_live_files;
-extern atomic_t kvmstats_live_vms;
-extern atomic_t kvmstats_handed_over;
 
 int kvmstats_stats_fd(const struct kvmstats_fd_request *req);
 int kvmstats_schema_fd(const struct kvmstats_layout *l, const char *id);
 long kvmstats_read_batch(struct kvmstats_read_batch __user *ubatch);
-void kvmstats_file_freeze(struct kvmstats_file *sf);
-
-struct kvmstats_tracker *kvmstats_vm_alloc(void);
-void kvmstats_vm_free(struct kvmstats_tracker *vm);
-void kvmstats_vm_attach(struct kvmstats_file *sf, struct kvmstats_vm_ref *ref,
-			struct pid *vmm, struct kvmstats_tracker *spare);
-void kvmstats_vm_release(struct kvmstats_vm_ref *ref, struct pid *vmm,
-			 struct kvmstats_tracker *spare);
-void kvmstats_vm_detach(struct kvmstats_file *sf);
-int kvmstats_vm_init(void);
-void kvmstats_vm_exit(void);
 
 #endif /* _KVMSTATS_H */

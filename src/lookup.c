@@ -15,11 +15,18 @@
  * table from any thread that still has one.
  *
  * Locking: a thread's ->mm and ->files are read under its task_lock(), and
- * a file table is walked with iterate_fd() under its file_lock.  Both are
- * spinlocks, so the callbacks only look and take references that cannot
- * sleep: kvm_get_kvm_safe() and try_module_get().  A file found in a table
- * is open, and an open VM file holds a VM reference, so the VM is alive
- * while the callback runs.  No lock of KVM's is ever taken.
+ * a file table is looked at under its file_lock.  Both are spinlocks, so
+ * the callbacks only look and take references that cannot sleep:
+ * kvm_get_kvm_safe() and try_module_get().  A file found in a table is
+ * open, and an open VM file holds a VM reference, so the VM is alive while
+ * the callback runs.  No lock of KVM's is ever taken.
+ *
+ * The work under a file table's lock is bounded whatever the table holds:
+ * a process may make its table as large as its fd limit (one dup2() to fd
+ * 524287 does it under systemd's default hard limit), so an fd is looked
+ * up by its index, and a walk goes by the table's bitmap of open fds, a
+ * bounded number of slots and open files at a time, dropping the locks
+ * between chunks.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -31,6 +38,7 @@
 #include <linux/magic.h>
 #include <linux/mm.h>
 #include <linux/module.h>
+#include <linux/nospec.h>
 #include <linux/pid.h>
 #include <linux/pid_namespace.h>
 #include <linux/sched/mm.h>
@@ -152,15 +160,13 @@ static struct mm_struct *kvmstats_process_mm(struct task_struct *leader)
 }
 
 /*
- * Call iterate_fd(@fn, @ctx) from fd @first on the file table of process
- * @leader, taken from any thread that still has one.  -ESRCH if none has:
- * the process has exited.
+ * Call @fn(@files, @ctx) with the file table of process @leader, taken
+ * from any thread that still has one, locked.  -ESRCH if none has: the
+ * process has exited.
  */
-static int kvmstats_process_files(struct task_struct *leader,
-				  unsigned int first,
-				  int (*fn)(const void *, struct file *,
-					    unsigned int),
-				  const void *ctx)
+static int kvmstats_with_files(struct task_struct *leader,
+			       int (*fn)(struct files_struct *files, void *ctx),
+			       void *ctx)
 {
 	struct task_struct *t;
 	int ret = -ESRCH;
@@ -169,7 +175,9 @@ static int kvmstats_process_files(struct task_struct *leader,
 	for_each_thread(leader, t) {
 		task_lock(t);
 		if (t->files) {
-			ret = iterate_fd(t->files, first, fn, ctx);
+			spin_lock(&t->files->file_lock);
+			ret = fn(t->files, ctx);
+			spin_unlock(&t->files->file_lock);
 			task_unlock(t);
 			break;
 		}
@@ -177,6 +185,26 @@ static int kvmstats_process_files(struct task_struct *leader,
 	}
 	rcu_read_unlock();
 	return ret;
+}
+
+/* The file in slot @fd of @fdt, the table of @files, locked. */
+static struct file *kvmstats_fdt_file(struct files_struct *files,
+				      struct fdtable *fdt, unsigned int fd)
+{
+	return rcu_dereference_protected(fdt->fd[fd],
+					 lockdep_is_held(&files->file_lock));
+}
+
+/* The file open as @fd in @files, locked, or NULL. */
+static struct file *kvmstats_fd_file(struct files_struct *files,
+				     unsigned int fd)
+{
+	struct fdtable *fdt = files_fdtable(files);
+
+	if (fd >= fdt->max_fds)
+		return NULL;
+	return kvmstats_fdt_file(files, fdt,
+				 array_index_nospec(fd, fdt->max_fds));
 }
 
 /*
@@ -201,11 +229,9 @@ static bool kvmstats_may_probe(struct task_struct *task)
 
 struct kvmstats_fd_query {
 	unsigned int fd;
-	struct mm_struct *mm;	/* the process's, or NULL */
 	int (*fn)(void *ctx, struct file *file);
 	void *ctx;
 	int err;		/* what @fn returned */
-	bool creator;		/* the VM was created by this process */
 };
 
 enum {
@@ -215,20 +241,17 @@ enum {
 	KVMSTATS_FN_FAILED,
 };
 
-static int kvmstats_match_fd(const void *ctx, struct file *file,
-			     unsigned int fd)
+/* Look at fd @q->fd of @files, and call @q->fn if it is a VM file. */
+static int kvmstats_match_fd(struct files_struct *files, void *ctx)
 {
-	struct kvmstats_fd_query *q = (struct kvmstats_fd_query *)ctx;
-	const struct kvm *kvm;
+	struct kvmstats_fd_query *q = ctx;
+	struct file *file = kvmstats_fd_file(files, q->fd);
 
-	/* iterate_fd() moves on to the next open fd: stop there. */
-	if (fd != q->fd)
+	if (!file)
 		return KVMSTATS_NOT_OPEN;
 	if (!kvmstats_is_vm_file(file))
 		return KVMSTATS_NOT_VM;
 	/* An open VM file holds a VM reference: the VM is alive here. */
-	kvm = file->private_data;
-	q->creator = q->mm && kvm->mm == q->mm;
 	q->err = q->fn(q->ctx, file);
 	return q->err ? KVMSTATS_FN_FAILED : KVMSTATS_FOUND;
 }
@@ -236,14 +259,10 @@ static int kvmstats_match_fd(const void *ctx, struct file *file,
 /*
  * Find the VM file open as @req->fd in the process @req->pid names (a pid
  * of the caller's pid namespace, or a pidfd with KVMSTATS_FD_PIDFD), and
- * call @fn on it under the locks that keep it open.  On success *@taskp is
- * the process (a task reference) and *@creator tells whether it created
- * the VM.
+ * call @fn on it under the locks that keep it open.
  */
-static int kvmstats_find_vm_task(const struct kvmstats_fd_request *req,
-				 int (*fn)(void *ctx, struct file *file),
-				 void *ctx, struct task_struct **taskp,
-				 bool *creator)
+int kvmstats_find_vm(const struct kvmstats_fd_request *req,
+		     int (*fn)(void *ctx, struct file *file), void *ctx)
 {
 	struct kvmstats_fd_query q = { .fd = req->fd, .fn = fn, .ctx = ctx };
 	struct task_struct *task;
@@ -260,47 +279,24 @@ static int kvmstats_find_vm_task(const struct kvmstats_fd_request *req,
 			return -ESRCH;
 	}
 	precise = kvmstats_may_probe(task);
-	q.mm = kvmstats_process_mm(task);
-	/*
-	 * A negative fd still needs a live process (ESRCH comes first):
-	 * starting the walk at UINT_MAX visits no fd and reports "not open".
-	 */
-	ret = kvmstats_process_files(task, req->fd < 0 ? UINT_MAX : req->fd,
-				     kvmstats_match_fd, &q);
-	if (q.mm)
-		mmdrop(q.mm);
+	/* A negative fd still needs a live process: ESRCH comes first. */
+	if (req->fd < 0)
+		q.fd = UINT_MAX;
+	ret = kvmstats_with_files(task, kvmstats_match_fd, &q);
+	put_task_struct(task);
 
 	switch (ret) {
 	case KVMSTATS_FOUND:
-		*taskp = task;
-		*creator = q.creator;
 		return 0;
-	case 0:			/* nothing open at or above the fd */
 	case KVMSTATS_NOT_OPEN:
-		ret = -EBADF;
-		break;
+		return -EBADF;
 	case KVMSTATS_NOT_VM:
-		ret = precise ? -EINVAL : -EBADF;
-		break;
+		return precise ? -EINVAL : -EBADF;
 	case KVMSTATS_FN_FAILED:
-		ret = q.err;
-		break;
+		return q.err;
+	default:
+		return ret;	/* -ESRCH: exited meanwhile */
 	}
-	put_task_struct(task);
-	return ret;
-}
-
-int kvmstats_find_vm(const struct kvmstats_fd_request *req,
-		     int (*fn)(void *ctx, struct file *file), void *ctx)
-{
-	struct task_struct *task;
-	bool creator;
-	int ret;
-
-	ret = kvmstats_find_vm_task(req, fn, ctx, &task, &creator);
-	if (!ret)
-		put_task_struct(task);
-	return ret;
 }
 
 static int kvmstats_take_vm(void *ctx, struct file *file)
@@ -312,9 +308,10 @@ static int kvmstats_take_vm(void *ctx, struct file *file)
 	/*
 	 * Where the VM file's owner is the vendor module (6.12 and later),
 	 * the VM file pins it but a VM reference alone does not, and
-	 * destroying the VM runs its code: take the module too.  Where the
-	 * owner is kvm itself (6.1), the VM reference pins the vendor module;
-	 * where KVM is built in, there is no module at all.
+	 * destroying the VM runs its code: take the module too.  Where the VM
+	 * file has no owner (6.1), KVM pinned the vendor module for the VM's
+	 * life in kvm_create_vm(), so the VM reference pins it; where KVM is
+	 * built in, there is no module at all.
 	 */
 	owner = file->f_op->owner;
 	if (!try_module_get(owner))
@@ -331,34 +328,26 @@ static int kvmstats_take_vm(void *ctx, struct file *file)
 
 /*
  * Take a reference on the VM whose VM file is open as @req->fd in the
- * process @req names, and in *@vmmp that process (a struct pid reference)
- * if it created the VM, else NULL.
+ * process @req names.
  */
 int kvmstats_get_vm(const struct kvmstats_fd_request *req,
-		    struct kvmstats_vm_ref *ref, struct pid **vmmp)
+		    struct kvmstats_vm_ref *ref)
 {
-	struct task_struct *task;
-	bool creator;
-	int ret;
-
-	ret = kvmstats_find_vm_task(req, kvmstats_take_vm, ref, &task,
-				    &creator);
-	if (ret)
-		return ret;
-	*vmmp = creator ? get_task_pid(task, PIDTYPE_TGID) : NULL;
-	put_task_struct(task);
-	return 0;
+	return kvmstats_find_vm(req, kvmstats_take_vm, ref);
 }
 
 /* ----- listing ----- */
 
 /*
  * A process's file table is walked in chunks: the file-table lock is held
- * for at most KVMSTATS_SCAN_FDS open files at a time, and between chunks
- * the walk may be preempted or ended by a fatal signal.  A chunk also ends
- * when KVMSTATS_SCAN_VMS VM files have been found in it: the caller's
- * array gets them before the walk goes on.
+ * for at most KVMSTATS_SCAN_SLOTS slots of its open-fd bitmap and
+ * KVMSTATS_SCAN_FDS open files at a time, and between chunks the walk may
+ * be preempted or ended by a fatal signal.  A chunk also ends when
+ * KVMSTATS_SCAN_VMS VM files have been found in it: the caller's array
+ * gets them before the walk goes on.  A table of 524,288 slots with three
+ * open fds is 8 chunks, each a scan of 1,024 words of its bitmap.
  */
+#define KVMSTATS_SCAN_SLOTS	65536
 #define KVMSTATS_SCAN_FDS	256
 #define KVMSTATS_SCAN_VMS	32
 /* The set of listed VMs holds this many, or as many as the caller's room. */
@@ -375,7 +364,6 @@ struct kvmstats_scan {
 	struct mm_struct *mm;		/* the process's */
 	struct kvmstats_found *found;	/* KVMSTATS_SCAN_VMS entries */
 	unsigned int nr;
-	unsigned int visited;
 	unsigned int next;		/* where the next chunk starts */
 	bool more;
 };
@@ -482,28 +470,48 @@ static void kvmstats_seen_fini(struct kvmstats_seen *s)
 	kvfree(s->slot);
 }
 
-static int kvmstats_scan_fd(const void *ctx, struct file *file,
-			    unsigned int fd)
+/*
+ * One chunk of a walk of @files, from fd @s->next: the VM files created in
+ * @s->mm (listed under their creator only: not dups passed to others).
+ */
+static int kvmstats_scan_chunk(struct files_struct *files, void *ctx)
 {
-	struct kvmstats_scan *s = (struct kvmstats_scan *)ctx;
-	const struct kvm *kvm;
+	struct kvmstats_scan *s = ctx;
+	struct fdtable *fdt = files_fdtable(files);
+	unsigned int fd, end, visited = 0;
 
-	/* Listed under its creator only: not dups passed to others. */
-	if (kvmstats_is_vm_file(file)) {
-		kvm = file->private_data;
-		if (kvm->mm == s->mm) {
-			s->found[s->nr].kvm = kvm;
-			s->found[s->nr].fd = fd;
-			s->found[s->nr].nr_vcpus =
-				atomic_read(&kvm->online_vcpus);
-			s->nr++;
+	if (s->next >= fdt->max_fds) {
+		s->more = false;
+		return 0;
+	}
+	end = s->next + min(fdt->max_fds - s->next, KVMSTATS_SCAN_SLOTS);
+	for (fd = find_next_bit(fdt->open_fds, end, s->next); fd < end;
+	     fd = find_next_bit(fdt->open_fds, end, fd + 1)) {
+		struct file *file = kvmstats_fdt_file(files, fdt, fd);
+		const struct kvm *kvm;
+
+		/* Reserved by get_unused_fd_flags(), not yet installed. */
+		if (!file)
+			continue;
+		if (kvmstats_is_vm_file(file)) {
+			kvm = file->private_data;
+			if (kvm->mm == s->mm) {
+				s->found[s->nr].kvm = kvm;
+				s->found[s->nr].fd = fd;
+				s->found[s->nr].nr_vcpus =
+					atomic_read(&kvm->online_vcpus);
+				s->nr++;
+			}
+		}
+		if (s->nr == KVMSTATS_SCAN_VMS ||
+		    ++visited == KVMSTATS_SCAN_FDS) {
+			s->next = fd + 1;
+			s->more = true;
+			return 0;
 		}
 	}
-	if (s->nr == KVMSTATS_SCAN_VMS || ++s->visited == KVMSTATS_SCAN_FDS) {
-		s->next = fd + 1;
-		s->more = true;
-		return 1;
-	}
+	s->next = end;
+	s->more = end < fdt->max_fds;
 	return 0;
 }
 
@@ -586,9 +594,8 @@ static int kvmstats_list_process(struct kvmstats_lister *l,
 	s->next = 0;
 	do {
 		s->nr = 0;
-		s->visited = 0;
 		s->more = false;
-		ret = kvmstats_process_files(task, s->next, kvmstats_scan_fd, s);
+		ret = kvmstats_with_files(task, kvmstats_scan_chunk, s);
 		if (ret < 0)
 			break;		/* exited meanwhile: nothing to list */
 		ret = kvmstats_list_chunk(l, nr);

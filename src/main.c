@@ -98,10 +98,6 @@ module_param_cb(live_files, &kvmstats_counter_ops, &kvmstats_live_files, 0444);
 MODULE_PARM_DESC(live_files, "Stats files currently open (read-only)");
 module_param_cb(live_vms, &kvmstats_counter_ops, &kvmstats_live_vms, 0444);
 MODULE_PARM_DESC(live_vms, "VMs kvmstats holds a reference on (read-only)");
-module_param_cb(handed_over, &kvmstats_counter_ops, &kvmstats_handed_over,
-		0444);
-MODULE_PARM_DESC(handed_over,
-		 "Task works queued on VMM threads that have not run yet; each keeps kvmstats in use (read-only)");
 
 #ifdef KVMSTATS_DEBUG
 /*

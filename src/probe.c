@@ -26,9 +26,25 @@
  * into a page mapped for the purpose in the loading process.  The fds KVM
  * installs are closed at once; the files are put when init is done and the
  * VM is destroyed as the loading process returns to user space, like any
- * VM whose last fd goes.  Cost: one VM with one vCPU for the duration of
- * module init (a create and a destroy uevent from modprobe; on kernels
- * that enable virtualization at the first VM, that happens then).
+ * VM whose last fd goes.
+ *
+ * Each fd lives in the loader's file table, which other threads of the
+ * loader may share and change before the file is taken from it; so each
+ * file taken is checked to be the one KVM made: an anonymous-inode file
+ * with the name KVM gives it ("kvm-vm", "kvm-vcpu:0", "kvm-vm-stats",
+ * "kvm-vcpu-stats:0": only KVM names such files), the vCPU one of that VM
+ * and each stats file one of that VM or vCPU.  Anything else is refused
+ * (-EBADF), and nothing is learned from it.
+ *
+ * What loading does to the host: one VM with one vCPU exists for the
+ * duration of module init, in the loading process (KVM sends a create and
+ * a destroy uevent for it, and its stats_id names the loading thread); on
+ * kernels that enable hardware virtualization only while a VM exists
+ * (6.x x86 without enable_virt_at_load, or with it off), virtualization is
+ * enabled for it and disabled again when no other VM exists.  The ioctls
+ * go through the security hooks a process's ioctl would (the LSM sees the
+ * loading process create a VM), and an LSM or device cgroup that refuses
+ * the loader /dev/kvm or KVM_CREATE_VM is reported as such.
  *
  * Where KVM is not usable at load (no /dev/kvm: the vendor module is not
  * loaded, or the CPU or firmware offers no virtualization), there are no
@@ -41,9 +57,11 @@
 #include <linux/fdtable.h>
 #include <linux/file.h>
 #include <linux/fs.h>
+#include <linux/magic.h>
 #include <linux/kdev_t.h>
 #include <linux/major.h>
 #include <linux/miscdevice.h>
+#include <linux/security.h>
 #include <linux/mm.h>
 #include <linux/mman.h>
 #include <linux/slab.h>
@@ -56,19 +74,35 @@
 
 const struct file_operations *kvmstats_kvm_vm_fops __ro_after_init;
 
+/* An ioctl on @file as a process's ioctl(2) makes it, LSM hook included. */
 static long kvmstats_probe_ioctl(struct file *file, unsigned int cmd,
 				 unsigned long arg)
 {
+	long ret;
+
 	if (!file->f_op->unlocked_ioctl)
 		return -ENOTTY;
+	ret = security_file_ioctl(file, cmd, arg);
+	if (ret)
+		return ret;
 	return file->f_op->unlocked_ioctl(file, cmd, arg);
+}
+
+/* Is @file an anonymous-inode file named @name, as KVM makes its files? */
+static bool kvmstats_probe_is(const struct file *file, const char *name)
+{
+	return file_inode(file)->i_sb->s_magic == ANON_INODE_FS_MAGIC &&
+	       !strcmp(file->f_path.dentry->d_name.name, name);
 }
 
 /*
  * The file that KVM installed as @fd (or the error KVM returned), with a
- * reference of ours; the fd itself is closed at once.
+ * reference of ours, provided it is an anonymous-inode file named @name
+ * whose private data is @priv (unless NULL); the fd itself is closed at
+ * once.
  */
-static struct file *kvmstats_probe_take(long fd)
+static struct file *kvmstats_probe_take(long fd, const char *name,
+					const void *priv)
 {
 	struct file *file;
 
@@ -76,7 +110,16 @@ static struct file *kvmstats_probe_take(long fd)
 		return ERR_PTR(fd);
 	file = fget(fd);
 	close_fd(fd);
-	return file ?: ERR_PTR(-EBADF);
+	if (!file)
+		return ERR_PTR(-EBADF);
+	if (!kvmstats_probe_is(file, name) ||
+	    (priv && file->private_data != priv)) {
+		pr_err("fd %ld is not the file KVM made (%s): another thread of the loader replaced it; not loading\n",
+		       fd, name);
+		fput(file);
+		return ERR_PTR(-EBADF);
+	}
+	return file;
 }
 
 /* Read the stats file @stats whole into @t, through the user page @ubuf. */
@@ -120,15 +163,20 @@ out:
 	return ret;
 }
 
-/* KVM_GET_STATS_FD on @file (a VM or vCPU file), read into @t. */
-static int kvmstats_probe_stats(struct file *file, char __user *ubuf,
-				struct kvmstats_ktable *t, const char *what)
+/*
+ * KVM_GET_STATS_FD on @file (a VM or vCPU file), whose stats file is
+ * named @name, read into @t.
+ */
+static int kvmstats_probe_stats(struct file *file, const char *name,
+				char __user *ubuf, struct kvmstats_ktable *t,
+				const char *what)
 {
 	struct file *stats;
 	int ret;
 
-	stats = kvmstats_probe_take(kvmstats_probe_ioctl(file,
-							 KVM_GET_STATS_FD, 0));
+	stats = kvmstats_probe_take(kvmstats_probe_ioctl(file, KVM_GET_STATS_FD,
+							 0),
+				    name, file->private_data);
 	if (IS_ERR(stats)) {
 		pr_err("%s stats: KVM_GET_STATS_FD failed (%pe); not loading\n",
 		       what, stats);
@@ -149,6 +197,14 @@ static bool kvmstats_is_kvm_dev(const struct file *file)
 	       inode->i_rdev == MKDEV(MISC_MAJOR, KVM_MINOR);
 }
 
+/* What the refusal @err means, for the one line that says so. */
+static const char *kvmstats_probe_why(long err)
+{
+	if (err == -EACCES || err == -EPERM)
+		return "denied by the security policy (an LSM or the device cgroup)";
+	return "refused by KVM";
+}
+
 static int kvmstats_probe_vm(struct file *dev, char __user *ubuf,
 			     struct kvmstats_ktable *vm,
 			     struct kvmstats_ktable *vcpu)
@@ -159,33 +215,42 @@ static int kvmstats_probe_vm(struct file *dev, char __user *ubuf,
 	int ret;
 
 	vm_file = kvmstats_probe_take(kvmstats_probe_ioctl(dev, KVM_CREATE_VM,
-							   0));
+							   0),
+				      "kvm-vm", NULL);
 	if (IS_ERR(vm_file)) {
-		pr_err("KVM refused to create a VM (%pe); not loading\n",
-		       vm_file);
+		pr_err("KVM_CREATE_VM: %s (%pe); not loading\n",
+		       kvmstats_probe_why(PTR_ERR(vm_file)), vm_file);
 		return PTR_ERR(vm_file);
 	}
+	kvm = vm_file->private_data;
 	vcpu_file = kvmstats_probe_take(kvmstats_probe_ioctl(vm_file,
 							     KVM_CREATE_VCPU,
-							     0));
+							     0),
+					"kvm-vcpu:0", NULL);
+	if (!IS_ERR(vcpu_file) &&
+	    ((const struct kvm_vcpu *)vcpu_file->private_data)->kvm != kvm) {
+		pr_err("the vCPU file is not of the VM KVM made; not loading\n");
+		fput(vcpu_file);
+		vcpu_file = ERR_PTR(-EBADF);
+	}
 	if (IS_ERR(vcpu_file)) {
-		pr_err("KVM refused to create a vCPU (%pe); not loading\n",
-		       vcpu_file);
+		pr_err("KVM_CREATE_VCPU: %s (%pe); not loading\n",
+		       kvmstats_probe_why(PTR_ERR(vcpu_file)), vcpu_file);
 		ret = PTR_ERR(vcpu_file);
 		goto out_vm;
 	}
+	v = vcpu_file->private_data;
 
-	ret = kvmstats_probe_stats(vm_file, ubuf, vm, "VM");
+	ret = kvmstats_probe_stats(vm_file, "kvm-vm-stats", ubuf, vm, "VM");
 	if (!ret)
-		ret = kvmstats_probe_stats(vcpu_file, ubuf, vcpu, "vCPU");
+		ret = kvmstats_probe_stats(vcpu_file, "kvm-vcpu-stats:0", ubuf,
+					   vcpu, "vCPU");
 	if (!ret) {
 		/*
 		 * KVM made these two files, so their private data are its VM
 		 * and vCPU: the ids where the headers place them, for desc.c
 		 * to compare with the ids in KVM's own files.
 		 */
-		kvm = vm_file->private_data;
-		v = vcpu_file->private_data;
 		memcpy(vm->struct_id, kvm->stats_id, sizeof(vm->struct_id));
 		memcpy(vcpu->struct_id, v->stats_id, sizeof(vcpu->struct_id));
 		kvmstats_kvm_vm_fops = vm_file->f_op;
@@ -204,9 +269,14 @@ int kvmstats_kvm_init(struct kvmstats_ktable *vm, struct kvmstats_ktable *vcpu)
 
 	dev = filp_open("/dev/kvm", O_RDWR | O_CLOEXEC, 0);
 	if (IS_ERR(dev)) {
-		pr_err("KVM is not usable here (/dev/kvm: %pe): kvmstats loads after KVM (kvm_amd, kvm_intel, or KVM built in)\n",
-		       dev);
-		return -ENODEV;
+		if (PTR_ERR(dev) == -EACCES || PTR_ERR(dev) == -EPERM)
+			pr_err("/dev/kvm: %s (%pe); not loading\n",
+			       kvmstats_probe_why(PTR_ERR(dev)), dev);
+		else
+			pr_err("KVM is not usable here (/dev/kvm: %pe): kvmstats loads after KVM (kvm_amd, kvm_intel, or KVM built in)\n",
+			       dev);
+		return PTR_ERR(dev) == -EACCES || PTR_ERR(dev) == -EPERM ?
+		       PTR_ERR(dev) : -ENODEV;
 	}
 	if (!kvmstats_is_kvm_dev(dev)) {
 		pr_err("/dev/kvm is not the KVM device (misc %d:%d); not loading\n",

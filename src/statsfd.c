@@ -3,16 +3,16 @@
  * Stats files: what KVM_GET_STATS_FD returns, for any VM or vCPU.
  *
  * The read path copies the header and descriptors from the layout, the id
- * from the file and the data block from where the file's data pointer
- * points: the live struct kvm / struct kvm_vcpu statistics while someone
- * but kvmstats holds the VM, the file's own frozen copy after (vm.c). Like
- * KVM's own stats fd it takes no lock, allocates nothing and never waits
- * for the VM or its vCPUs; the pointer is loaded with preemption disabled,
- * an RCU-sched read side, so that a freeze can tell when no reader uses
- * the live data any more, and nothing in that section sleeps. While the
- * data pointer is live, the file's tracker holds a VM reference, and KVM
- * frees a VM and its vCPUs only when the last reference goes
- * (kvm_destroy_vm()); vCPUs are never freed alone.
+ * from the file and the data block from where the file's source points
+ * (vm.c): the live struct kvm / struct kvm_vcpu statistics while someone
+ * but kvmstats holds the VM, the file's own frozen copy after.  Like KVM's
+ * own stats fd it takes no lock, allocates nothing and never waits for the
+ * VM or its vCPUs; the data pointer is loaded with preemption disabled, an
+ * RCU-sched read side, so that a freeze can tell when no reader uses the
+ * live data any more, and nothing in that section sleeps.  While the data
+ * pointer is live, the VM's tracker holds a VM reference, and KVM frees a
+ * VM and its vCPUs only when the last reference goes (kvm_destroy_vm());
+ * vCPUs are never freed alone.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -30,7 +30,7 @@
 atomic_t kvmstats_live_files = ATOMIC_INIT(0);
 
 /*
- * Copy @len bytes at @off of @sf's data block to @ubuf.
+ * Copy @len bytes at @off of @src's data block to @ubuf.
  *
  * The data pointer is only good inside a read-side section, where nothing
  * may sleep: preemption is disabled, which synchronize_rcu() waits for
@@ -45,18 +45,14 @@ atomic_t kvmstats_live_files = ATOMIC_INIT(0);
  * filled inside the section with plain loads and copied to the user
  * outside it.
  *
- * Each copy from the data block is made inside a read section of @sf->seq,
- * and made again if a freeze ran meanwhile.  A freeze copies the live
- * block into the frozen one inside the write section, so a copy that is
- * not repeated was made from the live block before the frozen copy was
- * taken, and every later read returns values at least that recent: no
- * read returns a value that a later read takes back, even where the VM
- * still changes after its freeze (a VMM that closed every fd of it still
- * unmaps its memory).  A freeze between two chunks is harmless for the
- * same reason.  A reader only spins while a freeze on another CPU copies
- * one data block, with preemption disabled.
+ * Each copy from the data block is made inside a read section of
+ * @src->seq, and made again if a freeze ran meanwhile: a copy that is not
+ * repeated returned nothing newer than the frozen copy every later read
+ * returns (vm.c, kvmstats_source_freeze()).  A freeze between two chunks
+ * is harmless for the same reason.  A reader only spins while a freeze on
+ * another CPU copies one data block, with preemption disabled.
  */
-static int kvmstats_copy_data(const struct kvmstats_file *sf,
+static int kvmstats_copy_data(const struct kvmstats_source *src,
 			      char __user *ubuf, size_t off, size_t len)
 {
 	u64 bounce[32];
@@ -69,13 +65,13 @@ static int kvmstats_copy_data(const struct kvmstats_file *sf,
 	preempt_disable();
 	pagefault_disable();
 	do {
-		const void *src;
+		const void *from;
 
-		seq = read_seqcount_begin(&sf->seq);
-		src = rcu_dereference_sched(sf->data) + off;
+		seq = read_seqcount_begin(&src->seq);
+		from = rcu_dereference_sched(src->data) + off;
 		kvmstats_debug_read_delay();
-		left = __copy_to_user_inatomic(ubuf, src, len);
-	} while (read_seqcount_retry(&sf->seq, seq));
+		left = __copy_to_user_inatomic(ubuf, from, len);
+	} while (read_seqcount_retry(&src->seq, seq));
 	pagefault_enable();
 	preempt_enable();
 
@@ -85,30 +81,15 @@ static int kvmstats_copy_data(const struct kvmstats_file *sf,
 		n = min(len, sizeof(bounce));
 		preempt_disable();
 		do {
-			seq = read_seqcount_begin(&sf->seq);
-			memcpy(bounce, rcu_dereference_sched(sf->data) + off,
+			seq = read_seqcount_begin(&src->seq);
+			memcpy(bounce, rcu_dereference_sched(src->data) + off,
 			       n);
-		} while (read_seqcount_retry(&sf->seq, seq));
+		} while (read_seqcount_retry(&src->seq, seq));
 		preempt_enable();
 		if (copy_to_user(ubuf, bounce, n))
 			return -EFAULT;
 	}
 	return 0;
-}
-
-/*
- * Serve @sf's data from its own copy from now on (the caller holds
- * kvmstats_vm_lock, which serializes freezes).  The copy is taken inside
- * the write section: see kvmstats_copy_data().
- */
-void kvmstats_file_freeze(struct kvmstats_file *sf)
-{
-	preempt_disable();
-	write_seqcount_begin(&sf->seq);
-	memcpy(sf->frozen, sf->live, sf->layout->data_size);
-	rcu_assign_pointer(sf->data, (const void *)sf->frozen);
-	write_seqcount_end(&sf->seq);
-	preempt_enable();
 }
 
 /*
@@ -152,7 +133,7 @@ static ssize_t kvmstats_copy(const struct kvmstats_file *sf, char __user *buf,
 		if (from >= to)
 			continue;
 		if (!block[i].src) {
-			if (kvmstats_copy_data(sf, buf + (from - start),
+			if (kvmstats_copy_data(&sf->src, buf + (from - start),
 					       from - block[i].start, to - from))
 				return -EFAULT;
 		} else if (copy_to_user(buf + (from - start),
@@ -173,8 +154,7 @@ static ssize_t kvmstats_file_read(struct file *file, char __user *buf,
 
 static void kvmstats_file_free(struct kvmstats_file *sf)
 {
-	if (sf)
-		kfree(sf->frozen);
+	kvmstats_source_fini(&sf->src);
 	kfree(sf);
 }
 
@@ -183,7 +163,7 @@ static int kvmstats_file_release(struct inode *inode, struct file *file)
 	struct kvmstats_file *sf = file->private_data;
 
 	pr_debug("released a stats file of %s\n", sf->id);
-	kvmstats_vm_detach(sf);
+	kvmstats_source_detach(&sf->src);
 	kvmstats_file_free(sf);
 	atomic_dec(&kvmstats_live_files);
 	return 0;
@@ -197,19 +177,21 @@ static const struct file_operations kvmstats_file_fops = {
 	.llseek = noop_llseek,
 };
 
-/* A stats file of layout @l, not yet attached or installed. */
+/*
+ * A stats file of layout @l, not yet attached or installed: until it is
+ * attached it reads as a frozen file of zeros.
+ */
 static struct kvmstats_file *kvmstats_file_alloc(const struct kvmstats_layout *l)
 {
 	struct kvmstats_file *sf = kzalloc(sizeof(*sf), GFP_KERNEL_ACCOUNT);
 
-	if (sf)
-		sf->frozen = kzalloc(l->data_size, GFP_KERNEL_ACCOUNT);
-	if (!sf || !sf->frozen) {
-		kvmstats_file_free(sf);
+	if (!sf)
+		return NULL;
+	if (kvmstats_source_init(&sf->src, l->data_size)) {
+		kfree(sf);
 		return NULL;
 	}
 	sf->layout = l;
-	seqcount_init(&sf->seq);
 	return sf;
 }
 
@@ -241,37 +223,32 @@ static int kvmstats_file_install(struct kvmstats_file *sf, const char *name)
 
 /*
  * Make a stats file for the VM named by @req (@req->vcpu < 0) or for its
- * vCPU number @req->vcpu, and return its fd.
- *
- * The file's memory and a spare tracker are allocated first: a VM
- * reference found here may be the VM's last by the time it is given back
- * (its VMM may close its fds meanwhile), and only a tracker gives one back
- * where KVM would destroy the VM, so no VM reference is ever dropped here.
+ * vCPU number @req->vcpu, and return its fd.  A VM reference dropped here
+ * (the vCPU does not exist, an allocation failed) may be the VM's last if
+ * its VMM closed its fds meanwhile: KVM then destroys the VM in the
+ * caller's context, as when the last holder of one of its own stats files
+ * closes it.
  */
 int kvmstats_stats_fd(const struct kvmstats_fd_request *req)
 {
 	char name[sizeof("kvmstats-vcpu:") + 11];
-	struct kvmstats_tracker *spare;
 	struct kvmstats_vm_ref ref;
 	struct kvmstats_file *sf;
-	struct pid *vmm;
+	const void *live;
 	int ret;
 
 	sf = kvmstats_file_alloc(req->vcpu < 0 ? &kvmstats_vm_layout :
 						 &kvmstats_vcpu_layout);
-	spare = kvmstats_vm_alloc();
-	if (!sf || !spare) {
-		ret = -ENOMEM;
-		goto err_free;
-	}
+	if (!sf)
+		return -ENOMEM;
 
-	ret = kvmstats_get_vm(req, &ref, &vmm);
+	ret = kvmstats_get_vm(req, &ref);
 	if (ret)
 		goto err_free;
 
 	if (req->vcpu < 0) {
 		memcpy(sf->id, ref.kvm->stats_id, sizeof(sf->id));
-		sf->live = &ref.kvm->stat;
+		live = &ref.kvm->stat;
 		strscpy(name, "kvmstats-vm", sizeof(name));
 	} else {
 		/* Only indexes below online_vcpus are published vCPUs. */
@@ -280,27 +257,27 @@ int kvmstats_stats_fd(const struct kvmstats_fd_request *req)
 		if (req->vcpu < atomic_read(&ref.kvm->online_vcpus))
 			v = kvm_get_vcpu(ref.kvm, req->vcpu);
 		if (!v) {
-			kvmstats_vm_release(&ref, vmm, spare);
-			kvmstats_file_free(sf);
-			return -ENOENT;
+			kvmstats_vm_ref_put(&ref);
+			ret = -ENOENT;
+			goto err_free;
 		}
 		memcpy(sf->id, v->stats_id, sizeof(sf->id));
-		sf->live = &v->stat;
+		live = &v->stat;
 		snprintf(name, sizeof(name), "kvmstats-vcpu:%d", v->vcpu_id);
 	}
-	RCU_INIT_POINTER(sf->data, sf->live);
-	kvmstats_vm_attach(sf, &ref, vmm, spare);
+	ret = kvmstats_source_attach(&sf->src, &ref, live);
+	if (ret)
+		goto err_free;
 
 	/* From here on the tracker holds the VM; detaching gives it back. */
 	ret = kvmstats_file_install(sf, name);
 	if (ret < 0) {
-		kvmstats_vm_detach(sf);
-		kvmstats_file_free(sf);
+		kvmstats_source_detach(&sf->src);
+		goto err_free;
 	}
 	return ret;
 
 err_free:
-	kvmstats_vm_free(spare);
 	kvmstats_file_free(sf);
 	return ret;
 }
@@ -317,8 +294,6 @@ int kvmstats_schema_fd(const struct kvmstats_layout *l, const char *id)
 
 	if (!sf)
 		return -ENOMEM;
-	sf->live = sf->frozen;
-	RCU_INIT_POINTER(sf->data, (const void *)sf->frozen);
 	strscpy(sf->id, id, sizeof(sf->id));
 	ret = kvmstats_file_install(sf, "kvmstats-schema");
 	if (ret < 0)
