@@ -64,8 +64,8 @@ long kvmstats_live_vms(void);
 /*
  * Polls live_vms every 10 ms until it is @want or @timeout_ms pass;
  * returns the last value.  The counter settles a few hundred ms after the
- * event that lets a VM go (above), a second more where the VMM thread the
- * reference was handed to sleeps.
+ * event that lets a VM go (above): a scan period, a grace period and KVM's
+ * teardown.
  */
 long kvmstats_wait_live_vms(long want, unsigned int timeout_ms);
 

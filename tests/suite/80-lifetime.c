@@ -48,8 +48,7 @@ static int uev;
 /*
  * After the last holder but kvmstats let go of a VM created by @creator:
  * kvmstats gives its reference back (live_vms) and KVM destroys the VM
- * (uevent).  live_vms first: polling it returns to user space, where a
- * reference handed to this very thread is dropped.
+ * (uevent).  live_vms first: it drops once the VM is destroyed.
  */
 static void check_let_go(pid_t creator, const char *when)
 {

@@ -1,25 +1,28 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
- * Where and when kvmstats gives a VM back (issue 17): once its reference is
- * the VM's last, the VM is destroyed where KVM itself would destroy it.
+ * Where kvmstats gives a VM back (issue 26): once its reference is the
+ * VM's last, the VM is destroyed in kvmstats' own context, as KVM destroys
+ * a VM whose last holder is not its VMM (a debugfs reader, a process that
+ * was passed a stats fd): by the module's worker, or by whoever closes the
+ * last stats file.  Never in a thread of the VMM, which kvmstats does not
+ * pick, wake or borrow from.
  *
  * The destroy is observed from outside the module: a kprobe event on
- * kvm_arch_destroy_vm() records the task that runs it.
+ * kvm_arch_destroy_vm() records the task that runs it and its stack.
  *
  *  - A VMM that closes every fd of a VM and lives on (active: it returns
- *    to user space every few ms) destroys it in its own thread, the one
- *    that created the VM, while kvmstats' files stay open; the files then
- *    read a frozen copy that never changes.
- *  - The same when kvmstats' files are the VM's last holders and are
- *    closed: the agent's close does not destroy the VM, the VMM does.
- *  - A VMM that exits: the VM is destroyed by kvmstats' worker, never by
- *    the agent that still holds stats files.
- *  - A VMM whose threads all sleep in the kernel: the worker gives the VM
- *    back after the hand-over timeout, and when the VMM wakes, nothing
- *    more happens (the module's reference count returns to its base).
- *  - Where KVM maps private memslots into the VMM (x86 VMX, AVIC), the
- *    VMM's mappings are back to their count after cycling VMs under
- *    monitoring; elsewhere a SKIP says so.
+ *    to user space every 10 ms): the VM is destroyed by kvmstats' worker,
+ *    not by the VMM, within a second; the files then read a frozen copy.
+ *  - The same, then the agent closes the last stats files at once: the VM
+ *    is destroyed by the agent's close or by the worker, never by the VMM.
+ *  - A VMM asleep in the kernel: the same, as promptly: nothing waits for
+ *    it.
+ *  - A SIGKILLed VMM: by the worker, never by the agent holding files.
+ *  - What a VMM keeps mapped after a give-back (x86 KVM unmaps its private
+ *    memslots only in the VMM's own context): the same as after another
+ *    process closes the VM's last native stats fd, KVM's own behaviour for
+ *    a foreign last holder.  The figure is printed; on SVM without AVIC
+ *    and on arm64 KVM maps no such pages, and both are 0.
  */
 #include <fcntl.h>
 #include <poll.h>
@@ -28,167 +31,26 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <sys/mount.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include "freeze_util.h"
 #include "kvmstats_util.h"
-#include "rel_util.h"
+#include "trace_util.h"
 
-#define DESTROY_MS 15000 /* generous: TCG, and the hand-over timeout */
-#define EVENT	   "kvmstats82/destroy"
+/* The scan runs every 100 ms; TCG and the RCU grace period take the rest. */
+#define DESTROY_MS 5000
 
 static int dev;
 static long base_vms;
-static char tracing[64];
-
-/* ---- the destroy context, from a kprobe event ---- */
-
-static int write_file(const char *path, const char *s, int flags)
-{
-	int fd = open(path, O_WRONLY | O_CLOEXEC | flags);
-	ssize_t n;
-
-	if (fd < 0)
-		return -errno;
-	n = write(fd, s, strlen(s));
-	close(fd);
-	return n == (ssize_t)strlen(s) ? 0 : -EIO;
-}
-
-static int tracing_path(char *buf, size_t len, const char *name)
-{
-	return snprintf(buf, len, "%s/%s", tracing, name) < (int)len ? 0 : -1;
-}
-
-static int trace_setup(void)
-{
-	static const char *const dirs[] = { "/sys/kernel/tracing",
-					    "/sys/kernel/debug/tracing" };
-	char path[160];
-	unsigned int i;
-	int r;
-
-	for (i = 0; i < 2; i++) {
-		snprintf(path, sizeof(path), "%s/kprobe_events", dirs[i]);
-		if (!access(path, W_OK))
-			break;
-	}
-	if (i == 2) {
-		/* debugfs=off: tracefs has a mount point of its own. */
-		if (mount("nodev", dirs[0], "tracefs", 0, NULL))
-			return -errno;
-		i = 0;
-	}
-	snprintf(tracing, sizeof(tracing), "%s", dirs[i]);
-	tracing_path(path, sizeof(path), "kprobe_events");
-	r = write_file(path, "p:" EVENT " kvm_arch_destroy_vm\n", O_APPEND);
-	if (r)
-		return r;
-	tracing_path(path, sizeof(path), "events/" EVENT "/enable");
-	return write_file(path, "1", 0);
-}
-
-static void trace_teardown(void)
-{
-	char path[160];
-
-	tracing_path(path, sizeof(path), "events/" EVENT "/enable");
-	write_file(path, "0", 0);
-	tracing_path(path, sizeof(path), "kprobe_events");
-	write_file(path, "-:" EVENT "\n", O_APPEND);
-}
-
-static void trace_clear(void)
-{
-	char path[160];
-
-	tracing_path(path, sizeof(path), "trace");
-	write_file(path, "", O_TRUNC);
-}
-
-struct destroy {
-	pid_t tid;
-	char comm[32];
-};
-
-static void task_comm(pid_t tid, char *buf, size_t len)
-{
-	char path[64];
-	ssize_t n;
-	int fd;
-
-	snprintf(path, sizeof(path), "/proc/%d/comm", tid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return;
-	n = read(fd, buf, len - 1);
-	close(fd);
-	if (n > 0) {
-		buf[n] = 0;
-		buf[strcspn(buf, "\n")] = 0;
-	}
-}
-
-/* The destroys recorded since trace_clear(), at most @max. */
-static int trace_read(struct destroy *d, int max)
-{
-	char path[160], line[512];
-	int n = 0;
-	FILE *f;
-
-	tracing_path(path, sizeof(path), "trace");
-	f = fopen(path, "re");
-	if (!f)
-		return -errno;
-	while (n < max && fgets(line, sizeof(line), f)) {
-		char *task = line, *bracket, *dash;
-
-		if (line[0] == '#' || !strstr(line, "destroy:"))
-			continue;
-		/* "           comm-TID     [CPU] ....  TIME: destroy: (...)" */
-		bracket = strstr(line, " [");
-		if (!bracket)
-			continue;
-		*bracket = 0;
-		while (*task == ' ')
-			task++;
-		dash = strrchr(task, '-');
-		if (!dash)
-			continue;
-		*dash = 0;
-		d[n].tid = atoi(dash + 1);
-		snprintf(d[n].comm, sizeof(d[n].comm), "%.31s", task);
-		/* "<...>": the tracer has no name saved for it; a kworker lives on. */
-		if (!strcmp(d[n].comm, "<...>"))
-			task_comm(d[n].tid, d[n].comm, sizeof(d[n].comm));
-		n++;
-	}
-	fclose(f);
-	return n;
-}
-
-static int trace_wait(struct destroy *d, int want, unsigned int timeout_ms)
-{
-	uint64_t deadline = now_ns() + (uint64_t)timeout_ms * 1000000ull;
-	int n;
-
-	for (;;) {
-		n = trace_read(d, want);
-		if (n >= want || now_ns() > deadline)
-			return n;
-		msleep(20);
-	}
-}
 
 /* ---- a VMM that answers commands and returns to user space often ---- */
 
 enum {
-	CMD_NEW = 'n',	 /* a VM with one vCPU, run to HLT once */
-	CMD_FREE = 'z',	 /* close every fd of it, unmap its memory */
-	CMD_SLEEP = 's', /* every thread asleep in the kernel until woken */
+	CMD_NEW = 'n',	  /* a VM with one vCPU, run to HLT once */
+	CMD_NATIVE = 'v', /* send the VM's native VM stats fd */
+	CMD_FREE = 'z',	  /* close every fd of it, unmap its memory */
+	CMD_SLEEP = 's',  /* asleep in read(2) until woken */
 	CMD_QUIT = 'q',
 };
 
@@ -203,12 +65,13 @@ static void vmm_main(int sock, void *arg)
 {
 	int wake = *(const int *)arg;
 	struct vm *vm = NULL;
+	int fd;
 	char cmd;
 
 	for (;;) {
 		struct pollfd p = { .fd = sock, .events = POLLIN };
 
-		/* Back in user space every 10 ms: task work runs here. */
+		/* Back in user space every 10 ms. */
 		if (poll(&p, 1, 10) <= 0)
 			continue;
 		if (read(sock, &cmd, 1) != 1)
@@ -221,6 +84,12 @@ static void vmm_main(int sock, void *arg)
 			if (write(sock, &vm->fd, sizeof(vm->fd)) !=
 			    sizeof(vm->fd))
 				_exit(2);
+			continue;
+		case CMD_NATIVE:
+			fd = vm_get_stats_fd(vm);
+			if (send_fds(sock, "k", 1, &fd, 1) < 0)
+				_exit(2);
+			close(fd);
 			continue;
 		case CMD_FREE:
 			vm_free(vm);
@@ -254,16 +123,36 @@ static void vmm_new_vm(struct vmm *v)
 		tap_bail("VMM %d made no VM", v->pid);
 }
 
-static void vmm_quit(struct vmm *v)
+static int vmm_native_fd(struct vmm *v)
 {
-	char cmd = CMD_QUIT;
+	char cmd = CMD_NATIVE, ack;
+	int fd = -1;
 
-	if (write(v->sock, &cmd, 1) != 1)
-		tap_diag("VMM %d: its socket is broken", v->pid);
-	waitpid(v->pid, NULL, 0);
+	if (write(v->sock, &cmd, 1) != 1 ||
+	    recv_fds(v->sock, &ack, 1, &fd, 1) != 1)
+		tap_bail("VMM %d sent no native stats fd", v->pid);
+	return fd;
+}
+
+static void vmm_close(struct vmm *v)
+{
 	close(v->sock);
 	close(v->wake[0]);
 	close(v->wake[1]);
+}
+
+static void vmm_quit(struct vmm *v)
+{
+	char cmd = CMD_QUIT;
+	int status;
+
+	if (write(v->sock, &cmd, 1) != 1)
+		tap_diag("VMM %d: its socket is broken", v->pid);
+	if (waitpid(v->pid, &status, 0) != v->pid || !WIFEXITED(status) ||
+	    WEXITSTATUS(status))
+		tap_fail("VMM %d did not exit with status 0 (%#x)", v->pid,
+			 status);
+	vmm_close(v);
 }
 
 static int vmm_maps(pid_t pid)
@@ -291,29 +180,46 @@ static void open_files(const struct vmm *v, int fds[2])
 	fds[1] = kvmstats_get_stats_fd(dev, v->pid, v->vm_fd, 0);
 }
 
-static void check_destroyed_by(const char *when, pid_t want_tid,
-			       bool want_worker)
+enum destroyer {
+	BY_WORKER,	 /* kvmstats' worker, a kworker */
+	BY_AGENT_OR_WORKER, /* this process's close, or the worker */
+};
+
+static bool is_worker(const struct destroy *d)
 {
-	struct destroy d[4];
-	int n = trace_wait(d, 1, DESTROY_MS);
+	return !strncmp(d->comm, "kworker", 7);
+}
+
+/*
+ * The one destroy since the last clear happened where @want says, never in
+ * the VMM @vmm or inside KVM_RUN, and live_vms is back to its base.
+ */
+static void check_destroyed(const char *when, pid_t vmm, enum destroyer want)
+{
+	struct destroy d[2];
+	int n = destroy_trace_wait(d, 1, DESTROY_MS);
+	bool where;
 	long vms;
 
-	if (!tap_check(n == 1, "%s: KVM destroyed the VM (%d destroys seen)",
-		       when, n))
+	if (!tap_check(n == 1, "%s: KVM destroyed the VM within %d ms (%d seen)",
+		       when, DESTROY_MS, n))
 		return;
-	tap_diag("%s: kvm_arch_destroy_vm ran in %s-%d", when, d[0].comm,
-		 d[0].tid);
-	if (want_worker)
-		tap_check(
-			d[0].tid != want_tid && d[0].tid != getpid() &&
-				!strncmp(d[0].comm, "kworker", 7),
-			"%s: destroyed by kvmstats' worker (%s-%d), not by the agent (%d) or the VMM (%d)",
-			when, d[0].comm, d[0].tid, getpid(), want_tid);
+	destroy_diag(&d[0], when);
+	if (want == BY_WORKER)
+		where = is_worker(&d[0]) && d[0].tid != getpid();
 	else
-		tap_check(
-			d[0].tid == want_tid,
-			"%s: destroyed in the VMM's own thread %d (ran in %s-%d)",
-			when, want_tid, d[0].comm, d[0].tid);
+		where = is_worker(&d[0]) || d[0].tid == getpid();
+	tap_check(where,
+		  "%s: destroyed by %s (ran in %s-%d; agent %d, VMM %d)", when,
+		  want == BY_WORKER ? "kvmstats' worker" :
+				      "the agent's close or kvmstats' worker",
+		  d[0].comm, d[0].tid, getpid(), vmm);
+	tap_check(d[0].tid != vmm && !destroy_in_foreign_task_work(&d[0]),
+		  "%s: not in the VMM's thread, nor in task work but a file's release",
+		  when);
+	tap_check(!destroy_on_stack(&d[0], "kvm_arch_vcpu_ioctl_run") &&
+			  !destroy_on_stack(&d[0], "kthread_use_mm"),
+		  "%s: not inside KVM_RUN, no address space borrowed", when);
 	vms = kvmstats_wait_live_vms(base_vms, DESTROY_MS);
 	tap_check(vms == base_vms, "%s: live_vms back to %ld (%ld)", when,
 		  base_vms, vms);
@@ -342,9 +248,9 @@ static void case_vmm_lives(void)
 	vmm_start(&v);
 	vmm_new_vm(&v);
 	open_files(&v, fds);
-	trace_clear();
+	destroy_trace_clear();
 	child_send(v.sock, v.pid, CMD_FREE);
-	check_destroyed_by("VMM closed its fds and lives on", v.pid, false);
+	check_destroyed("VMM closed its fds and lives on", v.pid, BY_WORKER);
 	frozen_check(fds, "VMM closed its fds and lives on");
 	close(fds[0]);
 	close(fds[1]);
@@ -352,12 +258,35 @@ static void case_vmm_lives(void)
 	/* Our files are the last holders, and we close them at once. */
 	vmm_new_vm(&v);
 	open_files(&v, fds);
-	trace_clear();
+	destroy_trace_clear();
 	child_send(v.sock, v.pid, CMD_FREE);
 	close(fds[0]);
 	close(fds[1]);
-	check_destroyed_by("the agent closes the last stats files", v.pid,
-			   false);
+	check_destroyed("the agent closes the last stats files", v.pid,
+			BY_AGENT_OR_WORKER);
+	vmm_quit(&v);
+}
+
+static void case_vmm_sleeps(void)
+{
+	struct vmm v;
+	int fds[2];
+
+	vmm_start(&v);
+	vmm_new_vm(&v);
+	open_files(&v, fds);
+	destroy_trace_clear();
+	child_send(v.sock, v.pid, CMD_FREE);
+	child_send(v.sock, v.pid, CMD_SLEEP);
+	check_destroyed("VMM asleep in the kernel", v.pid, BY_WORKER);
+	frozen_check(fds, "VMM asleep in the kernel");
+	close(fds[0]);
+	close(fds[1]);
+	if (write(v.wake[1], "w", 1) != 1)
+		tap_bail("write: %s", strerror(errno));
+	msleep(100);
+	tap_check(destroy_trace_read((struct destroy[2]){}, 2) == 1,
+		  "VMM woke: nothing destroyed twice");
 	vmm_quit(&v);
 }
 
@@ -369,87 +298,55 @@ static void case_vmm_exits(void)
 	vmm_start(&v);
 	vmm_new_vm(&v);
 	open_files(&v, fds);
-	trace_clear();
+	destroy_trace_clear();
 	kill(v.pid, SIGKILL);
 	waitpid(v.pid, NULL, 0);
-	check_destroyed_by("VMM SIGKILLed", v.pid, true);
+	check_destroyed("VMM SIGKILLed", v.pid, BY_WORKER);
 	frozen_check(fds, "VMM SIGKILLed");
 	close(fds[0]);
 	close(fds[1]);
-	close(v.sock);
-	close(v.wake[0]);
-	close(v.wake[1]);
-}
-
-static void case_vmm_sleeps(void)
-{
-	long base_ref = rel_refcnt("kvmstats"), ref;
-	struct vmm v;
-	int fds[2];
-
-	vmm_start(&v);
-	vmm_new_vm(&v);
-	open_files(&v, fds);
-	close(fds[1]);
-	trace_clear();
-	/* Back to back: it is asleep before the next scan hands it over. */
-	child_send(v.sock, v.pid, CMD_FREE);
-	child_send(v.sock, v.pid, CMD_SLEEP);
-	check_destroyed_by("VMM asleep in the kernel", v.pid, true);
-	close(fds[0]);
-
-	/* It wakes: the task work left for it runs and does nothing. */
-	if (write(v.wake[1], "w", 1) != 1)
-		tap_bail("write: %s", strerror(errno));
-	ref = rel_wait_value(rel_refcnt, "kvmstats", base_ref, DESTROY_MS);
-	tap_check(
-		ref == base_ref,
-		"VMM woke: kvmstats' refcnt back to %ld, the task work left for the VMM gone (%ld)",
-		base_ref, ref);
-	tap_check(trace_read((struct destroy[2]){}, 2) == 1,
-		  "VMM woke: nothing destroyed twice");
-	vmm_quit(&v);
+	vmm_close(&v);
 }
 
 /*
- * KVM's private memslots (x86: the APIC access page, the identity map and
- * TSS) are mapped into the VMM and unmapped only in the VMM's own context.
+ * What the VMM keeps mapped once a VM it let go is destroyed by someone
+ * else: by kvmstats' worker, against by this process closing the VM's
+ * last native stats fd (KVM's own give-back by a foreign holder).
  */
-static void case_private_memslots(void)
+static void case_left_mapped(void)
 {
-	int m0, m1, m_end, fds[2], i;
+	int m0, m_ours, m_native, fds[2], nfd;
 	struct destroy d[2];
 	struct vmm v;
 
 	vmm_start(&v);
 	m0 = vmm_maps(v.pid);
+
 	vmm_new_vm(&v);
-	m1 = vmm_maps(v.pid);
+	open_files(&v, fds);
+	destroy_trace_clear();
 	child_send(v.sock, v.pid, CMD_FREE);
-	tap_diag(
-		"VMM mappings: %d before a VM, %d with it (the VM's memory and kvm_run are 2)",
-		m0, m1);
-	if (m1 - m0 <= 2) {
-		tap_skip(
-			"this platform's KVM maps no private memslots into the VMM (x86 SVM without AVIC, arm64)",
-			"the VMM's mappings after cycling VMs under monitoring");
-		vmm_quit(&v);
-		return;
-	}
-	for (i = 0; i < 5; i++) {
-		vmm_new_vm(&v);
-		open_files(&v, fds);
-		trace_clear();
-		child_send(v.sock, v.pid, CMD_FREE);
-		trace_wait(d, 1, DESTROY_MS);
-		close(fds[0]);
-		close(fds[1]);
-	}
-	m_end = vmm_maps(v.pid);
-	tap_check(
-		m_end == m0,
-		"after 5 VMs cycled under monitoring the VMM has its %d mappings (%d)",
-		m0, m_end);
+	destroy_trace_wait(d, 1, DESTROY_MS);
+	close(fds[0]);
+	close(fds[1]);
+	m_ours = vmm_maps(v.pid);
+
+	vmm_new_vm(&v);
+	nfd = vmm_native_fd(&v);
+	destroy_trace_clear();
+	child_send(v.sock, v.pid, CMD_FREE);
+	close(nfd);
+	tap_check(destroy_trace_wait(d, 1, DESTROY_MS) == 1 &&
+			  d[0].tid == getpid(),
+		  "native: the agent's close of the last native stats fd destroyed the VM (in %s-%d)",
+		  d[0].comm, d[0].tid);
+	m_native = vmm_maps(v.pid);
+
+	tap_diag("VMM mappings: %d before, %d after kvmstats gave a VM back, %d after a native stats fd's holder did",
+		 m0, m_ours, m_native);
+	tap_check(m_ours - m0 == m_native - m_ours,
+		  "the VMM keeps what KVM leaves to a foreign holder: %d mappings per VM, as native (%d)",
+		  m_ours - m0, m_native - m_ours);
 	vmm_quit(&v);
 }
 
@@ -460,20 +357,20 @@ int main(void)
 	kvm_test_init();
 	dev = kvmstats_open();
 	base_vms = kvmstats_wait_settled(10000);
-	r = trace_setup();
+	r = destroy_trace_setup("kvmstats82");
 	if (r) {
 		tap_fail("a kprobe event on kvm_arch_destroy_vm (%s)",
 			 strerror(-r));
 		return tap_exit();
 	}
-	tap_pass("a kprobe event on kvm_arch_destroy_vm in %s", tracing);
+	tap_pass("a kprobe event with stack traces on kvm_arch_destroy_vm");
 
 	case_vmm_lives();
-	case_vmm_exits();
 	case_vmm_sleeps();
-	case_private_memslots();
+	case_vmm_exits();
+	case_left_mapped();
 
-	trace_teardown();
+	destroy_trace_teardown();
 	close(dev);
 	return tap_exit();
 }

@@ -8,7 +8,7 @@
  *    stats fd: with our stats fds open neither the vendor module nor
  *    kvmstats can be unloaded, and the fds keep reading.  Once the native
  *    fd closes too, kvmstats' reference is the VM's last: it gives it back
- *    (as task work, to this thread) and the vendor module unloads while
+ *    (from its worker) and the vendor module unloads while
  *    our vCPU stats fd is still open and reads on, frozen.
  *  - A child VMM dies with only our stats fds holding its VM: kvmstats
  *    lets it go, the vendor module unloads with them open, and they read

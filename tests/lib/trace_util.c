@@ -1,0 +1,215 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * A kprobe event with a stack trace trigger on kvm_arch_destroy_vm(); see
+ * trace_util.h.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/mount.h>
+
+#include "kvm_util.h"
+#include "trace_util.h"
+
+static char tracing[64];
+static char group[32];
+
+static int write_file(const char *path, const char *s, int flags)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC | flags);
+	ssize_t n;
+
+	if (fd < 0)
+		return -errno;
+	n = write(fd, s, strlen(s));
+	close(fd);
+	return n == (ssize_t)strlen(s) ? 0 : -EIO;
+}
+
+static void tracing_path(char *buf, size_t len, const char *fmt,
+			 const char *arg)
+{
+	char name[128];
+
+	snprintf(name, sizeof(name), fmt, arg);
+	snprintf(buf, len, "%s/%s", tracing, name);
+}
+
+int destroy_trace_setup(const char *grp)
+{
+	static const char *const dirs[] = { "/sys/kernel/tracing",
+					    "/sys/kernel/debug/tracing" };
+	char path[192], def[128];
+	unsigned int i;
+	int r;
+
+	snprintf(group, sizeof(group), "%s", grp);
+	for (i = 0; i < 2; i++) {
+		snprintf(path, sizeof(path), "%s/kprobe_events", dirs[i]);
+		if (!access(path, W_OK))
+			break;
+	}
+	if (i == 2) {
+		/* debugfs=off: tracefs has a mount point of its own. */
+		if (mount("nodev", dirs[0], "tracefs", 0, NULL))
+			return -errno;
+		i = 0;
+	}
+	snprintf(tracing, sizeof(tracing), "%s", dirs[i]);
+	tracing_path(path, sizeof(path), "%s", "kprobe_events");
+	snprintf(def, sizeof(def), "p:%s/destroy kvm_arch_destroy_vm\n", group);
+	r = write_file(path, def, O_APPEND);
+	if (r)
+		return r;
+	tracing_path(path, sizeof(path), "events/%s/destroy/trigger", group);
+	r = write_file(path, "stacktrace", 0);
+	if (r)
+		return r;
+	tracing_path(path, sizeof(path), "events/%s/destroy/enable", group);
+	return write_file(path, "1", 0);
+}
+
+void destroy_trace_teardown(void)
+{
+	char path[192], def[64];
+
+	tracing_path(path, sizeof(path), "events/%s/destroy/enable", group);
+	write_file(path, "0", 0);
+	tracing_path(path, sizeof(path), "events/%s/destroy/trigger", group);
+	write_file(path, "!stacktrace", 0);
+	tracing_path(path, sizeof(path), "%s", "kprobe_events");
+	snprintf(def, sizeof(def), "-:%s/destroy\n", group);
+	write_file(path, def, O_APPEND);
+}
+
+void destroy_trace_clear(void)
+{
+	char path[192];
+
+	tracing_path(path, sizeof(path), "%s", "trace");
+	write_file(path, "", O_TRUNC);
+}
+
+static void task_comm(pid_t tid, char *buf, size_t len)
+{
+	char path[64];
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/comm", tid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	n = read(fd, buf, len - 1);
+	close(fd);
+	if (n > 0) {
+		buf[n] = 0;
+		buf[strcspn(buf, "\n")] = 0;
+	}
+}
+
+/*
+ * The trace: an event line
+ *   "           comm-TID     [CPU] ....  TIME: destroy: (...)"
+ * then, from the trigger, "<stack trace>" and one " => func" per frame.
+ */
+int destroy_trace_read(struct destroy *d, int max)
+{
+	char path[192], line[512];
+	struct destroy *cur = NULL;
+	int n = 0;
+	FILE *f;
+
+	tracing_path(path, sizeof(path), "%s", "trace");
+	f = fopen(path, "re");
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f)) {
+		char *task = line, *bracket, *dash, *fn;
+
+		if (line[0] == '#')
+			continue;
+		fn = strstr(line, " => ");
+		if (fn) {
+			if (cur && cur->depth < TRACE_STACK_MAX) {
+				fn += 4;
+				fn[strcspn(fn, "\n")] = 0;
+				snprintf(cur->stack[cur->depth++],
+					 sizeof(cur->stack[0]), "%.63s", fn);
+			}
+			continue;
+		}
+		if (!strstr(line, "destroy:"))
+			continue;
+		cur = NULL;
+		if (n == max)
+			break;
+		bracket = strstr(line, " [");
+		if (!bracket)
+			continue;
+		*bracket = 0;
+		while (*task == ' ')
+			task++;
+		dash = strrchr(task, '-');
+		if (!dash)
+			continue;
+		*dash = 0;
+		cur = &d[n++];
+		memset(cur, 0, sizeof(*cur));
+		cur->tid = atoi(dash + 1);
+		snprintf(cur->comm, sizeof(cur->comm), "%.31s", task);
+		/* "<...>": the tracer has no name saved for it; a kworker lives on. */
+		if (!strcmp(cur->comm, "<...>"))
+			task_comm(cur->tid, cur->comm, sizeof(cur->comm));
+	}
+	fclose(f);
+	return n;
+}
+
+int destroy_trace_wait(struct destroy *d, int want, unsigned int timeout_ms)
+{
+	uint64_t deadline = now_ns() + (uint64_t)timeout_ms * 1000000ull;
+	int n;
+
+	for (;;) {
+		n = destroy_trace_read(d, want);
+		/* The stack follows its event line: give it a moment. */
+		if (n >= want && d[want - 1].depth)
+			return n;
+		if (now_ns() > deadline)
+			return n;
+		msleep(20);
+	}
+}
+
+bool destroy_on_stack(const struct destroy *d, const char *func)
+{
+	size_t len = strlen(func);
+	int i;
+
+	for (i = 0; i < d->depth; i++)
+		if (!strncmp(d->stack[i], func, len) &&
+		    (d->stack[i][len] == 0 || d->stack[i][len] == '+' ||
+		     d->stack[i][len] == ' ' || d->stack[i][len] == '.'))
+			return true;
+	return false;
+}
+
+bool destroy_in_foreign_task_work(const struct destroy *d)
+{
+	return destroy_on_stack(d, "task_work_run") &&
+	       !destroy_on_stack(d, "__fput");
+}
+
+void destroy_diag(const struct destroy *d, const char *what)
+{
+	int i;
+
+	tap_diag("%s: kvm_arch_destroy_vm ran in %s-%d, %d frames:", what,
+		 d->comm, d->tid, d->depth);
+	for (i = 0; i < d->depth && i < 16; i++)
+		tap_diag("   => %s", d->stack[i]);
+}
