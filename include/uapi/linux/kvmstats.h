@@ -69,10 +69,12 @@
  *	kvmstats does not see.
  *
  *	Cost, worst case: time linear in the pids of the caller's namespace
- *	and in the open fds of the processes that have an address space; a
- *	process's file-table lock is held for at most 256 of its open fds at a
- *	time, and between those chunks and between pids the call may be
- *	preempted and ends on a fatal signal.  Memory: a fixed 768 bytes and a
+ *	and in the open fds of the processes that have an address space, plus
+ *	a scan of each such process's bitmap of open fds (one bit per slot of
+ *	its file table); a process's file-table lock is held for at most 256
+ *	of its open fds and 65536 slots at a time, and between those chunks
+ *	and between pids the call may be preempted and ends on a fatal
+ *	signal.  Memory: a fixed 768 bytes and a
  *	set of the VMs listed, at most 32 bytes per VM for as many VMs as @nr
  *	or 1024, whichever is more, charged to the caller; never sized by what
  *	another process holds.  Past that set's size VMs are counted but not
@@ -261,11 +263,10 @@
  *	process exited, or closed every fd of the VM and lives on), the VM can
  *	never run again, and within about 100 ms kvmstats notices: every stats
  *	fd of the VM and its vCPUs then serves a copy of the values of that
- *	moment, and kvmstats gives its reference back where KVM would have
- *	destroyed the VM: in a thread of the VMM while it lives (on that
- *	thread's next return to user space, or from the module's worker if it
- *	has not got there within a second), from the module's worker after
- *	it exited.  For a VMM that exited, the copy's values are those after
+ *	moment, and kvmstats gives its reference back in its own context (its
+ *	worker, or the thread that closes the VM's last stats fd), as KVM
+ *	gives back a VM whose last holder is not its VMM; nothing runs in a
+ *	thread of the VMM.  For a VMM that exited, the copy's values are those after
  *	KVM's teardown of the VM's page tables at the VMM's exit, exactly what
  *	a native stats fd held across the exit reads.  Reads keep working and
  *	the values stay frozen; no read ever returns a value that a later
