@@ -36,7 +36,7 @@
 
 #define SLOTS  524288
 #define ROUNDS 40
-#define FLAT   10.0
+#define FLAT   25.0
 
 static int dev;
 
