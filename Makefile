@@ -86,7 +86,7 @@ TOOL_HDRS := $(wildcard src/tool/*.h)
 # export --listen: http.c and webconfig.c, and the libraries they use.
 TOOL_HTTP_SRCS := src/tool/http.c src/tool/webconfig.c
 TOOL_STATIC_SRCS := $(filter-out $(TOOL_HTTP_SRCS),$(TOOL_SRCS)) src/tool/static/http.c
-HTTP_LIBS ?= -lmicrohttpd -lgnutls -lyaml -lz -lcrypt -pthread
+HTTP_LIBS ?= -lmicrohttpd -lgnutls -lyaml -lz -lcrypt -lsystemd -pthread
 UNIT_SRCS := $(wildcard tests/unit/*.c)
 
 LIB_OUT := $(BUILD)/lib
