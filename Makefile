@@ -41,9 +41,10 @@ clean:
 #
 #   make lib           build/lib/libkvmstats.{so*,a} and libkvmstats.pc
 #   make tool          build/tool/kvmstats (libkvmstats linked in; the HTTP
-#                      server needs libmicrohttpd, GnuTLS, libyaml, zlib and
-#                      libcrypt: apt-get install libmicrohttpd-dev
-#                      libgnutls28-dev libyaml-dev zlib1g-dev libcrypt-dev)
+#                      server needs libmicrohttpd, GnuTLS, libyaml, zlib,
+#                      libcrypt and libsystemd: apt-get install
+#                      libmicrohttpd-dev libgnutls28-dev libyaml-dev
+#                      zlib1g-dev libcrypt-dev libsystemd-dev)
 #   make tool-static   build/tool-static/kvmstats (static, without the HTTP
 #                      server: src/tool/static/http.c stands in for it)
 #   make unit          build and run the library/tool unit tests on this host
