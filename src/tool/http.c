@@ -1270,8 +1270,11 @@ static void conn_start(struct MHD_Connection *c, void **sctx)
 		logmsg(LOG_ERROR,
 		       "export: cannot set up a connection from %s (out of memory?): closed",
 		       cn ? cn->peer : "a client");
-	if (cn)
+	if (cn) {
+		pthread_mutex_lock(&srv.conn_lock);
 		cn->cut = true;
+		pthread_mutex_unlock(&srv.conn_lock);
+	}
 }
 
 /* It ends (libmicrohttpd has not closed its socket yet). */
