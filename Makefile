@@ -41,9 +41,10 @@ clean:
 #
 #   make lib           build/lib/libkvmstats.{so*,a} and libkvmstats.pc
 #   make tool          build/tool/kvmstats (libkvmstats linked in; the HTTP
-#                      server needs libmicrohttpd, GnuTLS, libyaml, zlib and
-#                      libcrypt: apt-get install libmicrohttpd-dev
-#                      libgnutls28-dev libyaml-dev zlib1g-dev libcrypt-dev)
+#                      server needs libmicrohttpd, GnuTLS, libyaml, zlib,
+#                      libcrypt and libsystemd: apt-get install
+#                      libmicrohttpd-dev libgnutls28-dev libyaml-dev
+#                      zlib1g-dev libcrypt-dev libsystemd-dev)
 #   make tool-static   build/tool-static/kvmstats (static, without the HTTP
 #                      server: src/tool/static/http.c stands in for it)
 #   make unit          build and run the library/tool unit tests on this host
@@ -86,7 +87,7 @@ TOOL_HDRS := $(wildcard src/tool/*.h)
 # export --listen: http.c and webconfig.c, and the libraries they use.
 TOOL_HTTP_SRCS := src/tool/http.c src/tool/webconfig.c
 TOOL_STATIC_SRCS := $(filter-out $(TOOL_HTTP_SRCS),$(TOOL_SRCS)) src/tool/static/http.c
-HTTP_LIBS ?= -lmicrohttpd -lgnutls -lyaml -lz -lcrypt -pthread
+HTTP_LIBS ?= -lmicrohttpd -lgnutls -lyaml -lz -lcrypt -lsystemd -pthread
 UNIT_SRCS := $(wildcard tests/unit/*.c)
 
 LIB_OUT := $(BUILD)/lib

@@ -549,7 +549,8 @@ static void usage_export(FILE *f)
 	      "                       [--[no-]collector.NAME]... [--collector.disable-defaults]\n"
 	      "                       [--listen ADDR:PORT | --web.systemd-socket]...\n"
 	      "                       [--web.config.file FILE] [--web.telemetry-path PATH]\n"
-	      "                       [--web.max-connections N] [--web.disable-exporter-metrics]\n"
+	      "                       [--web.max-connections N] [--web.max-connections-per-client N]\n"
+	      "                       [--web.max-requests N] [--web.disable-exporter-metrics]\n"
 	      "                       [--log.level LEVEL] [--log.format logfmt|json]\n"
 	      "Print the statistics of every VM and vCPU in the Prometheus text\n"
 	      "exposition format (for node_exporter's textfile collector), or serve\n"
@@ -565,16 +566,22 @@ static void usage_export(FILE *f)
 		fprintf(f, "      %-22s%s\n", collectors[i].name,
 			collectors[i].what);
 	fputs("  --collector.disable-defaults  only the collectors turned on by name\n"
-	      "  --listen ADDR:PORT        serve (e.g. 127.0.0.1:9477, [::1]:9477, or :9477 for\n"
-	      "                            every address); repeatable; alias --web.listen-address\n"
+	      "  --listen ADDR:PORT        serve (e.g. 127.0.0.1:9477, [::1]:9477, a host name's\n"
+	      "                            address, or :9477 for every address); repeatable;\n"
+	      "                            alias --web.listen-address\n"
 	      "  --web.systemd-socket      serve the sockets systemd passes (socket activation)\n"
 	      "  --web.config.file FILE    TLS and basic auth, in exporter-toolkit's format;\n"
 	      "                            SIGHUP and changed files reload it\n"
 	      "  --web.telemetry-path PATH where the metrics are (default /metrics)\n"
-	      "  --web.max-connections N   open connections per address (default 512)\n"
+	      "  --web.max-connections N   open connections per listen address (default 512)\n"
+	      "  --web.max-connections-per-client N  from one client address (default 32;\n"
+	      "                            0: no limit)\n"
+	      "  --web.max-requests N      /metrics requests at once, more get 503 (default 40;\n"
+	      "                            0: no limit)\n"
 	      "  --web.disable-exporter-metrics  no process_* or kvmstats_exporter_build_info\n"
 	      "  --log.level LEVEL         debug, info (default), warn or error\n"
 	      "  --log.format FORMAT       logfmt (default) or json\n"
+	      "  --version                 the version, as node_exporter's --version says it\n"
 	      "  --test.exit-after-connections N  (for tests) exit 0 after N connections\n",
 	      f);
 }
@@ -589,6 +596,9 @@ enum {
 	OPT_EXIT_AFTER,
 	OPT_MAX_REQUESTS,
 	OPT_DISABLE_DEFAULTS,
+	OPT_PER_CLIENT,
+	OPT_IN_FLIGHT,
+	OPT_VERSION,
 	OPT_COLL_ON = 0x200, /* + collector index */
 	OPT_COLL_OFF = OPT_COLL_ON + 0x40,
 };
@@ -606,6 +616,10 @@ int cmd_export(int argc, char **argv)
 		{ "web.telemetry-path", required_argument, NULL,
 		  OPT_TELEMETRY },
 		{ "web.max-connections", required_argument, NULL, 'c' },
+		{ "web.max-connections-per-client", required_argument, NULL,
+		  OPT_PER_CLIENT },
+		{ "web.max-requests", required_argument, NULL, OPT_IN_FLIGHT },
+		{ "version", no_argument, NULL, OPT_VERSION },
 		{ "web.disable-exporter-metrics", no_argument, NULL,
 		  OPT_NO_EXPORTER },
 		{ "log.level", required_argument, NULL, OPT_LOG_LEVEL },
@@ -620,6 +634,8 @@ int cmd_export(int argc, char **argv)
 	struct option opts[sizeof(fixed) / sizeof(fixed[0]) + 2 * NCOLL + 1];
 	char names[2 * NCOLL][48];
 	struct http_opts ho = { .max_connections = 512,
+				.max_per_client = 32,
+				.max_in_flight = 40,
 				.max_requests = -1,
 				.telemetry_path = "/metrics" };
 	struct export_select sel = { .per = PER_AUTO };
@@ -696,7 +712,7 @@ int cmd_export(int argc, char **argv)
 				goto out;
 			}
 			if (http_check_listen(optarg)) {
-				errmsg("export: bad --listen address '%s' (want ADDR:PORT, [V6ADDR]:PORT or :PORT)",
+				errmsg("export: bad --listen address '%s' (want ADDR:PORT, HOST:PORT, [V6ADDR]:PORT or :PORT)",
 				       optarg);
 				goto out;
 			}
@@ -760,6 +776,29 @@ int cmd_export(int argc, char **argv)
 			else
 				ho.max_requests = n;
 			break;
+		case OPT_PER_CLIENT:
+		case OPT_IN_FLIGHT:
+			errno = 0;
+			n = strtol(optarg, &end, 10);
+			if (end == optarg || *end || errno || n < 0 ||
+			    n > 1000000) {
+				errmsg("export: --%s wants a count, 0 for no limit",
+				       c == OPT_PER_CLIENT ?
+					       "web.max-connections-per-client" :
+					       "web.max-requests");
+				goto out;
+			}
+			if (c == OPT_PER_CLIENT)
+				ho.max_per_client = (unsigned int)n;
+			else
+				ho.max_in_flight = (unsigned int)n;
+			break;
+		case OPT_VERSION:
+			/* prometheus/common's version.Print() first line. */
+			printf("kvmstats, version %s (libkvmstats %s)\n",
+			       KVMSTATS_RELEASE, kvmstats_version());
+			rc = EXIT_OK;
+			goto out;
 		case 'h':
 			usage_export(stdout);
 			rc = EXIT_OK;
@@ -808,8 +847,7 @@ int cmd_export(int argc, char **argv)
 	} else {
 		/* The server's sockets come out of the budget for stats fds. */
 		sc.serving = true;
-		sc.fd_reserve = (ho.nlisten ? ho.nlisten : 1) *
-				(ho.max_connections + HTTP_FDS_PER_ADDR);
+		ho.fd_reserve = &sc.fd_reserve;
 		rc = http_serve(&ho, scrape_cb, &sc);
 		scrape_fini(&sc);
 		source_fini(&src);

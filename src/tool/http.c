@@ -26,13 +26,25 @@
  * never stale by more than one scrape.
  *
  * The listening sockets are the exporter's own (--listen) or systemd's
- * (--web.systemd-socket).  A plain listener is libmicrohttpd's; a TLS
- * listener is accepted by the TLS front thread, which looks at each
- * connection's first byte: a handshake goes on to libmicrohttpd, plain
- * HTTP gets a 400 saying to use https.  Each TLS session gets the
- * credentials of the web config current when it starts (struct cfg,
- * reloaded on SIGHUP and when its files change), and handshake hooks
+ * (--web.systemd-socket, through libsystemd's sd_listen_fds_with_names(),
+ * which also validates LISTEN_PID, LISTEN_FDS and LISTEN_FDNAMES; the
+ * exporter tells systemd it is ready, reloading and stopping with
+ * sd_notify()).  A plain listener is libmicrohttpd's; a TLS listener is
+ * accepted by the TLS front thread, which looks at each connection's
+ * first byte: a handshake goes on to libmicrohttpd, plain HTTP gets a 400
+ * saying to use https.  Each TLS session gets the credentials of the web
+ * config current when it starts (struct cfg, reloaded on SIGHUP and when
+ * its files change, which every request looks at), and handshake hooks
  * that refuse with the right alert and log the peer and the reason.
+ *
+ * Slow clients: libmicrohttpd's idle timeout restarts with every byte, so
+ * a client sending its request a byte at a time would hold its slot for
+ * ever.  Every connection is therefore on a list (struct conn) with a
+ * deadline for its request (HEADER_TIMEOUT_S from its start, or from its
+ * request line on a kept-alive connection), which the main thread
+ * enforces once a second by shutting the socket down (libmicrohttpd then
+ * closes it); and one client address holds at most
+ * --web.max-connections-per-client of them.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -43,7 +55,9 @@
 #include <gnutls/gnutls.h>
 #include <gnutls/x509.h>
 #include <microhttpd.h>
+#include <netdb.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -55,6 +69,7 @@
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <systemd/sd-daemon.h>
 #include <time.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -64,10 +79,11 @@
 #include "tool.h"
 #include "webconfig.h"
 
-#define IDLE_TIMEOUT_S 30	  /* a connection silent this long is closed */
-#define CONN_MEMORY    (16 << 10) /* per connection: request head + buffers */
-#define CRED_CACHE     64	  /* verified (user, password) pairs kept */
-#define MAX_POOL       4	  /* MHD threads per address */
+#define IDLE_TIMEOUT_S	 30 /* a connection silent this long is closed */
+#define HEADER_TIMEOUT_S 10 /* to send a whole request, however slowly */
+#define CONN_MEMORY	 (16 << 10) /* per connection: request head + buffers */
+#define CRED_CACHE	 64	    /* verified (user, password) pairs kept */
+#define MAX_POOL	 4	    /* MHD threads per address */
 
 static const char metrics_type[] = "text/plain; version=0.0.4; charset=utf-8";
 /* The telemetry path is made of [A-Za-z0-9/._-] (export.c checks it). */
@@ -118,6 +134,7 @@ struct cfg {
 	struct web_config *wc;
 	gnutls_certificate_credentials_t cred; /* certificate, key, CA names */
 	gnutls_priority_t prio;
+	gnutls_priority_t prio13; /* with cipher_suites: TLS 1.3 sessions */
 	gnutls_x509_trust_list_t trust; /* client CAs, to verify clients */
 	struct stamp stamps[CFG_FILES];
 };
@@ -129,6 +146,8 @@ struct request {
 	bool authed;
 	bool auth_ok;
 	bool gzip;
+	bool in_flight;	   /* counted in srv.in_flight (--web.max-requests) */
+	bool settled;	   /* the final call came once (on_request()) */
 	char *user, *pass; /* for the verifier */
 	struct result *res;
 	struct request *next;
@@ -153,19 +172,54 @@ struct cred {
 /* A socket the exporter serves: its own, or one systemd passed. */
 struct listener {
 	int fd;
-	char name[96]; /* what it is, for the log */
+	char name[160]; /* what it is, for the log */
 	struct MHD_Daemon *d;
 	unsigned int pending; /* TLS: accepted, first byte not yet seen */
+	time_t paused;	      /* TLS: out of fds, not accepting until then */
+};
+
+/*
+ * A connection libmicrohttpd serves, from its start to its end (its
+ * socket context), on srv.conns.  The deadline is the main thread's to
+ * enforce (conn_watch()); the rest, for TLS, what the handshake did.
+ */
+struct conn {
+	struct conn *prev, *next; /* srv.conns, under srv.conn_lock */
+	int fd;			  /* libmicrohttpd's until it says closed */
+	char peer[INET6_ADDRSTRLEN + 16];
+	struct timespec start;
+	/* Under srv.conn_lock: */
+	struct timespec deadline; /* for the request it waits for */
+	bool waiting;		  /* for (the rest of) a request */
+	bool cut;		  /* shut down at its deadline */
+	/* TLS */
+	struct cfg *cfg;   /* the web config its handshake uses */
+	bool hello;	   /* its ClientHello arrived */
+	bool server_hello; /* ours went out */
+	bool done;	   /* the handshake finished */
+	bool logged;	   /* why it failed has been said */
+};
+
+/* A TLS connection on its way from the front to libmicrohttpd. */
+struct handoff {
+	int fd;
+	struct timespec accepted;
+	struct handoff *next;
 };
 
 static struct server {
 	const char *cfg_path;
 	pthread_mutex_t cfg_lock, reload_lock;
-	struct cfg *cfg; /* the current web config, or NULL */
-	struct timespec last_check;
+	struct cfg *cfg;		/* the current web config, or NULL */
 	struct stamp failed[CFG_FILES]; /* the files of a reload that failed */
 	bool tls;			/* fixed at start */
 	unsigned int max_connections;
+	unsigned int max_per_client;
+	unsigned int max_in_flight, in_flight; /* --web.max-requests */
+	pthread_mutex_t conn_lock;
+	struct conn *conns;	  /* every connection libmicrohttpd has */
+	struct handoff *handoffs; /* TLS connections not started yet */
+	bool fault_conn;	  /* KVMSTATS_TEST_FAULT=conn-alloc */
 	http_render_fn render;
 	void *ctx;
 	const char *telemetry_path;
@@ -195,6 +249,7 @@ static struct server {
 	.log_lock = PTHREAD_MUTEX_INITIALIZER,
 	.cfg_lock = PTHREAD_MUTEX_INITIALIZER,
 	.reload_lock = PTHREAD_MUTEX_INITIALIZER,
+	.conn_lock = PTHREAD_MUTEX_INITIALIZER,
 	.front_stop = { -1, -1 },
 };
 
@@ -207,20 +262,28 @@ struct listen_addr {
 };
 
 /*
- * "HOST:PORT": an IPv4 address or localhost (127.0.0.1); "[V6]:PORT";
- * ":PORT" every address, IPv4 and IPv6, like Go's listeners (and so
- * node_exporter's --web.listen-address=:9100), as is "[::]:PORT";
- * "0.0.0.0:PORT" every IPv4 address only.
+ * "HOST:PORT" as Go's net.Listen takes it, and so node_exporter's
+ * --web.listen-address: ":PORT" every address, IPv4 and IPv6, as is
+ * "[::]:PORT"; "0.0.0.0:PORT" every IPv4 address only; an IPv4 address;
+ * "[V6]:PORT" (with a zone too: [fe80::1%eth0]); or a host name, which,
+ * as Go does, is resolved (getaddrinfo) to listen on one of its
+ * addresses: the first IPv4 one, else the first.  localhost is 127.0.0.1
+ * without asking.  With @resolve false, only the syntax is checked (the
+ * command line); else -EADDRNOTAVAIL, with why in @err, when a name does
+ * not resolve.
  */
-static int parse_listen(const char *s, struct listen_addr *a)
+static int parse_listen(const char *s, struct listen_addr *a, bool resolve,
+			char *err, size_t errlen)
 {
 	struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&a->ss;
 	struct sockaddr_in *a4 = (struct sockaddr_in *)&a->ss;
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *res, *ai;
 	const char *colon = strrchr(s, ':');
-	char host[INET6_ADDRSTRLEN + 2];
+	char host[256];
 	size_t hl;
 	char *end;
 	long port;
+	int r;
 
 	if (!colon)
 		return -EINVAL;
@@ -245,10 +308,13 @@ static int parse_listen(const char *s, struct listen_addr *a)
 		if (hl < 3 || host[hl - 1] != ']')
 			return -EINVAL;
 		host[hl - 1] = '\0';
-		a6->sin6_family = AF_INET6;
-		a6->sin6_port = htons((uint16_t)port);
-		if (inet_pton(AF_INET6, host + 1, &a6->sin6_addr) != 1)
+		hints.ai_family = AF_INET6;
+		hints.ai_flags = AI_NUMERICHOST;
+		if (getaddrinfo(host + 1, NULL, &hints, &res))
 			return -EINVAL;
+		memcpy(a6, res->ai_addr, sizeof(*a6));
+		freeaddrinfo(res);
+		a6->sin6_port = htons((uint16_t)port);
 		a->flags = IN6_IS_ADDR_UNSPECIFIED(&a6->sin6_addr) ?
 				   MHD_USE_DUAL_STACK :
 				   MHD_USE_IPv6;
@@ -256,10 +322,47 @@ static int parse_listen(const char *s, struct listen_addr *a)
 	}
 	a4->sin_family = AF_INET;
 	a4->sin_port = htons((uint16_t)port);
-	if (!strcmp(host, "localhost"))
+	if (!strcmp(host, "localhost")) {
 		a4->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	else if (inet_pton(AF_INET, host, &a4->sin_addr) != 1)
+		return 0;
+	}
+	if (inet_pton(AF_INET, host, &a4->sin_addr) == 1)
+		return 0;
+	/* A host name: letters, digits, '-', '.' and '_' (RFC 1123, 2181). */
+	if (host[strspn(
+		    host,
+		    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._")] ||
+	    host[0] == '-' || host[0] == '.')
 		return -EINVAL;
+	if (!resolve)
+		return 0;
+	r = getaddrinfo(host, NULL, &hints, &res);
+	if (r) {
+		snprintf(err, errlen, "%s: %s", host,
+			 r == EAI_SYSTEM ? strerror(errno) : gai_strerror(r));
+		return -EADDRNOTAVAIL;
+	}
+	for (ai = res; ai; ai = ai->ai_next)
+		if (ai->ai_family == AF_INET)
+			break;
+	if (!ai)
+		for (ai = res; ai; ai = ai->ai_next)
+			if (ai->ai_family == AF_INET6)
+				break;
+	if (!ai) {
+		freeaddrinfo(res);
+		snprintf(err, errlen, "%s: no IPv4 or IPv6 address", host);
+		return -EADDRNOTAVAIL;
+	}
+	memset(&a->ss, 0, sizeof(a->ss));
+	memcpy(&a->ss, ai->ai_addr, ai->ai_addrlen);
+	freeaddrinfo(res);
+	if (a->ss.ss_family == AF_INET6) {
+		a6->sin6_port = htons((uint16_t)port);
+		a->flags = MHD_USE_IPv6;
+	} else {
+		a4->sin_port = htons((uint16_t)port);
+	}
 	return 0;
 }
 
@@ -267,7 +370,7 @@ int http_check_listen(const char *addr)
 {
 	struct listen_addr a;
 
-	return parse_listen(addr, &a);
+	return parse_listen(addr, &a, false, NULL, 0);
 }
 
 /* A dual-stack wildcard on a host without IPv6 becomes 0.0.0.0. */
@@ -615,37 +718,73 @@ static void *verifier(void *arg)
 
 enum { AUTH_OK, AUTH_FAIL, AUTH_PENDING };
 
+/*
+ * The user and password of a Basic Authorization header (RFC 7617), as
+ * new strings, the password to be wiped.  Decoded here (GnuTLS' base64)
+ * rather than by libmicrohttpd 0.9.75, whose C strings end at the first
+ * NUL: "user:secret\0more" would be checked as "secret".  Go compares
+ * every byte; a NUL in either, which no bcrypt hash of crypt(3) can
+ * match, is refused.  -EINVAL when there are no such credentials.
+ */
+static int basic_credentials(struct MHD_Connection *c, char **user, char **pass)
+{
+	const char *v = NULL;
+	size_t vl = 0, skip;
+	gnutls_datum_t in, out = { NULL, 0 };
+	const char *colon;
+	int r = -EINVAL;
+
+	*user = *pass = NULL;
+	if (MHD_lookup_connection_value_n(c, MHD_HEADER_KIND,
+					  MHD_HTTP_HEADER_AUTHORIZATION,
+					  strlen(MHD_HTTP_HEADER_AUTHORIZATION),
+					  &v, &vl) != MHD_YES ||
+	    !v || vl < 6 || strncasecmp(v, "Basic ", 6))
+		return -EINVAL;
+	for (skip = 6; skip < vl && (v[skip] == ' ' || v[skip] == '\t');)
+		skip++;
+	in.data = (unsigned char *)v + skip;
+	in.size = (unsigned int)(vl - skip);
+	if (!in.size || gnutls_base64_decode2(&in, &out) < 0)
+		return -EINVAL;
+	colon = memchr(out.data, ':', out.size);
+	if (colon && !memchr(out.data, '\0', out.size)) {
+		size_t ul = (size_t)(colon - (const char *)out.data);
+
+		*user = strndup((const char *)out.data, ul);
+		*pass = strndup(colon + 1, out.size - ul - 1);
+		r = *user && *pass ? 0 : -ENOMEM;
+	}
+	explicit_bzero(out.data, out.size);
+	gnutls_free(out.data);
+	return r;
+}
+
 static int check_auth(struct request *rq)
 {
-	char *pass = NULL, *user;
+	char *pass = NULL, *user = NULL;
 	unsigned char mac[32];
 	int cached, ret = AUTH_FAIL;
 
-	user = MHD_basic_auth_get_username_password(rq->conn, &pass);
-	if (!user)
+	if (basic_credentials(rq->conn, &user, &pass))
 		goto out;
-	if (cred_mac(rq->cfg->gen, user, pass ? pass : "", mac))
+	if (cred_mac(rq->cfg->gen, user, pass, mac))
 		goto out;
 	cached = cache_lookup(mac);
 	if (cached >= 0) {
 		ret = cached ? AUTH_OK : AUTH_FAIL;
 		goto out;
 	}
-	rq->user = strdup(user);
-	rq->pass = strdup(pass ? pass : "");
-	if (!rq->user || !rq->pass) {
-		wipe_creds(rq);
-		goto out;
-	}
+	rq->user = user;
+	rq->pass = pass;
+	user = pass = NULL;
 	hand_off(&srv.auths, rq);
 	ret = AUTH_PENDING;
 out:
-	if (pass) {
+	if (pass)
 		explicit_bzero(pass, strlen(pass));
-		MHD_free(pass);
-	}
-	if (user)
-		MHD_free(user);
+	free(pass);
+	free(user);
 	return ret;
 }
 
@@ -697,17 +836,6 @@ static void peer_name(const struct sockaddr *sa, char *buf, size_t len)
 
 /* ------------------------------------------------------------------ */
 /* TLS: the handshake, client certificates, and saying why it failed   */
-
-/* What a TLS connection is doing, from libmicrohttpd's start to its end. */
-struct conn {
-	struct cfg *cfg; /* the web config its handshake uses */
-	char peer[INET6_ADDRSTRLEN + 16];
-	struct timespec start;
-	bool hello;	   /* its ClientHello arrived */
-	bool server_hello; /* ours went out */
-	bool done;	   /* the handshake finished */
-	bool logged;	   /* why it failed has been said */
-};
 
 static struct conn *conn_of(gnutls_session_t s)
 {
@@ -809,7 +937,7 @@ static bool san_allowed(const struct web_config *wc, gnutls_x509_crt_t crt)
 static int verify_client(gnutls_session_t s)
 {
 	struct conn *cn = conn_of(s);
-	const struct web_config *wc = cn ? cn->cfg->wc : NULL;
+	const struct web_config *wc = cn && cn->cfg ? cn->cfg->wc : NULL;
 	unsigned int n = 0, i, status = 0;
 	const gnutls_datum_t *raw = gnutls_certificate_get_peers(s, &n);
 	gnutls_x509_crt_t chain[16];
@@ -947,6 +1075,14 @@ static int check_hello(gnutls_session_t s, struct conn *cn,
 	offered &= 0xf;
 	for (v = wc->min_version; v <= wc->max_version; v++)
 		ours |= 1u << v;
+	/*
+	 * TLS 1.3 will be negotiated: with cipher_suites, its own
+	 * priorities, whose suites the list does not narrow (as in Go).
+	 * GnuTLS reads the priorities after this hook.
+	 */
+	if ((offered & ours & (1u << 3)) && cn->cfg->prio13 &&
+	    gnutls_priority_set(s, cn->cfg->prio13) < 0)
+		return GNUTLS_E_INTERNAL_ERROR;
 	if (offered & ours)
 		return 0;
 	versions_str(offered, theirs, sizeof(theirs));
@@ -964,8 +1100,8 @@ static int on_handshake(gnutls_session_t s, unsigned int htype, unsigned when,
 {
 	struct conn *cn = conn_of(s);
 
-	if (!cn)
-		return 0;
+	if (!cn || !cn->cfg)
+		return GNUTLS_E_INTERNAL_ERROR; /* never set up: fail closed */
 	if (!incoming) {
 		if (htype == GNUTLS_HANDSHAKE_SERVER_HELLO)
 			cn->server_hello = true;
@@ -993,27 +1129,26 @@ static struct cfg *cfg_get(void);
 static void cfg_put(struct cfg *c);
 static void maybe_reload(void);
 
-/* A TLS connection starts: the current web config's credentials. */
-static void tls_start(struct MHD_Connection *c, void **sctx)
+/*
+ * A TLS connection starts: the current web config's credentials, its
+ * priorities, and the hooks that check the client.  false when any of it
+ * fails: the connection must then not go on, for it would go on with the
+ * daemon's own credentials and no client-certificate check.
+ */
+static bool tls_start(struct MHD_Connection *c, struct conn *cn)
 {
 	const union MHD_ConnectionInfo *ci =
 		MHD_get_connection_info(c, MHD_CONNECTION_INFO_GNUTLS_SESSION);
-	const union MHD_ConnectionInfo *ai =
-		MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
 	gnutls_session_t s = ci ? ci->tls_session : NULL;
-	struct conn *cn;
 
 	if (!s)
-		return; /* MHD_USE_TLS is off: nothing to protect */
-	cn = calloc(1, sizeof(*cn));
-	if (!cn)
-		return; /* the daemon's own credentials, from the start */
+		return false;
 	cn->cfg = cfg_get();
-	clock_gettime(CLOCK_MONOTONIC, &cn->start);
-	peer_name(ai ? ai->client_addr : NULL, cn->peer, sizeof(cn->peer));
-	*sctx = cn;
-	gnutls_credentials_set(s, GNUTLS_CRD_CERTIFICATE, cn->cfg->cred);
-	gnutls_priority_set(s, cn->cfg->prio);
+	if (!cn->cfg || !cn->cfg->cred ||
+	    gnutls_credentials_set(s, GNUTLS_CRD_CERTIFICATE, cn->cfg->cred) <
+		    0 ||
+	    gnutls_priority_set(s, cn->cfg->prio) < 0)
+		return false;
 	/*
 	 * Always ask, never let GnuTLS require: verify_client() sees a
 	 * missing certificate too, and refuses it with the alert and a line.
@@ -1024,6 +1159,7 @@ static void tls_start(struct MHD_Connection *c, void **sctx)
 	}
 	gnutls_handshake_set_hook_function(s, GNUTLS_HANDSHAKE_ANY,
 					   GNUTLS_HOOK_BOTH, on_handshake);
+	return true;
 }
 
 /* It ends: a handshake that failed and said nothing yet is logged. */
@@ -1032,7 +1168,11 @@ static void tls_end(struct conn *cn)
 	char why[160];
 
 	if (cn->hello && !cn->done && !cn->logged && log_allowed()) {
-		if (since(&cn->start) >= IDLE_TIMEOUT_S - 1)
+		if (cn->cut)
+			snprintf(why, sizeof(why),
+				 "the client did not finish it in %d s",
+				 HEADER_TIMEOUT_S);
+		else if (since(&cn->start) >= IDLE_TIMEOUT_S - 1)
 			snprintf(why, sizeof(why),
 				 "the client did not finish it in %d s",
 				 IDLE_TIMEOUT_S);
@@ -1047,8 +1187,180 @@ static void tls_end(struct conn *cn)
 		log_kv(LOG_WARN, "export: TLS handshake failed", "peer",
 		       cn->peer, "reason", why, (const char *)NULL);
 	}
+}
+
+/* Test hook: KVMSTATS_TEST_FAULT=conn-alloc fails that allocation. */
+static struct conn *conn_alloc(void)
+{
+	return srv.fault_conn ? NULL : calloc(1, sizeof(struct conn));
+}
+
+static void ts_add(struct timespec *t, int s)
+{
+	t->tv_sec += s;
+}
+
+static bool ts_before(const struct timespec *a, const struct timespec *b)
+{
+	return a->tv_sec < b->tv_sec ||
+	       (a->tv_sec == b->tv_sec && a->tv_nsec < b->tv_nsec);
+}
+
+/*
+ * A connection starts: on srv.conns, with HEADER_TIMEOUT_S from its
+ * accept() (the TLS front's, for TLS) to send its request.  A connection
+ * that cannot be set up is shut down, never served.
+ */
+static void conn_start(struct MHD_Connection *c, void **sctx)
+{
+	const union MHD_ConnectionInfo *fi =
+		MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+	const union MHD_ConnectionInfo *ai =
+		MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+	int fd = fi ? fi->connect_fd : -1;
+	struct handoff **hp, *h;
+	struct conn *cn = conn_alloc();
+
+	*sctx = NULL;
+	if (cn) {
+		cn->fd = fd;
+		clock_gettime(CLOCK_MONOTONIC, &cn->start);
+		peer_name(ai ? ai->client_addr : NULL, cn->peer,
+			  sizeof(cn->peer));
+	}
+	pthread_mutex_lock(&srv.conn_lock);
+	for (hp = &srv.handoffs; *hp; hp = &(*hp)->next) {
+		if ((*hp)->fd == fd) {
+			h = *hp;
+			*hp = h->next;
+			if (cn)
+				cn->start = h->accepted;
+			free(h);
+			break;
+		}
+	}
+	if (cn) {
+		cn->deadline = cn->start;
+		ts_add(&cn->deadline, HEADER_TIMEOUT_S);
+		cn->waiting = true;
+		cn->next = srv.conns;
+		if (srv.conns)
+			srv.conns->prev = cn;
+		srv.conns = cn;
+		*sctx = cn;
+	}
+	pthread_mutex_unlock(&srv.conn_lock);
+	if (cn && (!srv.tls || tls_start(c, cn)))
+		return;
+	/*
+	 * Fail closed: no handshake can succeed without credentials, the
+	 * socket is shut down (libmicrohttpd closes it), and on_request()
+	 * answers nothing on a connection without its struct conn.
+	 */
+	if (srv.tls) {
+		const union MHD_ConnectionInfo *ci = MHD_get_connection_info(
+			c, MHD_CONNECTION_INFO_GNUTLS_SESSION);
+
+		if (ci && ci->tls_session)
+			gnutls_credentials_clear(ci->tls_session);
+	}
+	if (fd >= 0)
+		shutdown(fd, SHUT_RDWR);
+	if (log_allowed())
+		logmsg(LOG_ERROR,
+		       "export: cannot set up a connection from %s (out of memory?): closed",
+		       cn ? cn->peer : "a client");
+	if (cn) {
+		pthread_mutex_lock(&srv.conn_lock);
+		cn->cut = true;
+		pthread_mutex_unlock(&srv.conn_lock);
+	}
+}
+
+/* It ends (libmicrohttpd has not closed its socket yet). */
+static void conn_end(struct conn *cn)
+{
+	pthread_mutex_lock(&srv.conn_lock);
+	if (cn->prev)
+		cn->prev->next = cn->next;
+	else
+		srv.conns = cn->next;
+	if (cn->next)
+		cn->next->prev = cn->prev;
+	pthread_mutex_unlock(&srv.conn_lock);
+	if (srv.tls)
+		tls_end(cn);
 	cfg_put(cn->cfg);
 	free(cn);
+}
+
+/*
+ * Where a connection is in its requests: @waiting for one (@from now,
+ * with @secs to go, never later than the deadline it has), or not (a
+ * request is being answered: no deadline).
+ */
+static void conn_state(struct MHD_Connection *c, bool waiting, int secs,
+		       bool sooner)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	struct conn *cn = ci ? ci->socket_context : NULL;
+	struct timespec t;
+
+	if (!cn)
+		return;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	ts_add(&t, secs);
+	pthread_mutex_lock(&srv.conn_lock);
+	if (waiting &&
+	    (!sooner || !cn->waiting || ts_before(&t, &cn->deadline)))
+		cn->deadline = t;
+	cn->waiting = waiting;
+	pthread_mutex_unlock(&srv.conn_lock);
+}
+
+/*
+ * The main thread, once a second: shut down each connection past its
+ * deadline for a request (libmicrohttpd sees the end of the stream and
+ * closes it; the socket stays libmicrohttpd's until then, and conn_end()
+ * takes it off the list under the same lock first).
+ */
+static void conn_watch(void)
+{
+	char peers[4][INET6_ADDRSTRLEN + 16], limit[16];
+	struct timespec now;
+	unsigned int n = 0, i;
+	struct conn *cn;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	pthread_mutex_lock(&srv.conn_lock);
+	for (cn = srv.conns; cn; cn = cn->next) {
+		if (!cn->waiting || cn->cut || ts_before(&now, &cn->deadline))
+			continue;
+		if (cn->fd >= 0)
+			shutdown(cn->fd, SHUT_RDWR);
+		cn->cut = true;
+		if (n < 4)
+			snprintf(peers[n], sizeof(peers[0]), "%s", cn->peer);
+		n++;
+	}
+	pthread_mutex_unlock(&srv.conn_lock);
+	snprintf(limit, sizeof(limit), "%ds", HEADER_TIMEOUT_S);
+	for (i = 0; i < n && i < 4; i++)
+		if (log_allowed())
+			log_kv(LOG_WARN,
+			       "export: closed a connection that did not send its request in time",
+			       "peer", peers[i], "limit", limit,
+			       (const char *)NULL);
+}
+
+/* libmicrohttpd has a request line: the rest must follow in time. */
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
+{
+	(void)cls;
+	(void)uri;
+	conn_state(c, true, HEADER_TIMEOUT_S, true);
+	return NULL;
 }
 
 static void on_connection(void *cls, struct MHD_Connection *c, void **sctx,
@@ -1057,12 +1369,11 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **sctx,
 	(void)cls;
 	if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
 		maybe_reload();
-		if (srv.tls)
-			tls_start(c, sctx);
+		conn_start(c, sctx);
 	}
 	if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
 		if (*sctx)
-			tls_end(*sctx);
+			conn_end(*sctx);
 		*sctx = NULL;
 		if (srv.max_conns > 0 &&
 		    __atomic_add_fetch(&srv.closed, 1, __ATOMIC_RELAXED) ==
@@ -1114,6 +1425,24 @@ static enum MHD_Result respond_text(struct request *rq, unsigned int status,
 				    const char *body)
 {
 	return respond(rq, status, "text/plain; charset=utf-8", body, NULL);
+}
+
+/* A plain-text answer whose @body libmicrohttpd copies. */
+static enum MHD_Result respond_copy(struct request *rq, unsigned int status,
+				    const char *body)
+{
+	struct MHD_Response *resp = MHD_create_response_from_buffer(
+		strlen(body), (void *)body, MHD_RESPMEM_MUST_COPY);
+	enum MHD_Result r;
+
+	if (!resp)
+		return MHD_NO;
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
+				"text/plain; charset=utf-8");
+	add_headers(rq, resp);
+	r = MHD_queue_response(rq->conn, status, resp);
+	MHD_destroy_response(resp);
+	return r;
 }
 
 static enum MHD_Result send_result(struct request *rq)
@@ -1218,6 +1547,28 @@ static enum MHD_Result serve(struct request *rq, const char *url,
 		if (rq->state == RQ_SCRAPED)
 			return send_result(rq);
 		/*
+		 * --web.max-requests, as node_exporter's: at most that many
+		 * /metrics requests at once (waiting for, or getting, their
+		 * answer), the others answered 503 at once.
+		 */
+		if (srv.max_in_flight && !rq->in_flight) {
+			char msg[96];
+
+			if (__atomic_add_fetch(&srv.in_flight, 1,
+					       __ATOMIC_RELAXED) >
+			    srv.max_in_flight) {
+				__atomic_sub_fetch(&srv.in_flight, 1,
+						   __ATOMIC_RELAXED);
+				snprintf(
+					msg, sizeof(msg),
+					"Limit of concurrent requests reached (%u), try again later.\n",
+					srv.max_in_flight);
+				return respond_copy(
+					rq, MHD_HTTP_SERVICE_UNAVAILABLE, msg);
+			}
+			rq->in_flight = true;
+		}
+		/*
 		 * HEAD scrapes too: its Content-Length (and Content-Encoding)
 		 * are those GET would send at this moment, as RFC 9110 asks.
 		 */
@@ -1246,14 +1597,25 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
 	(void)version;
 	(void)upload;
 	if (!rq) {
+		const union MHD_ConnectionInfo *ci = MHD_get_connection_info(
+			c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+
+		/* A connection conn_start() could not set up: fail closed. */
+		if (!ci || !ci->socket_context)
+			return MHD_NO;
 		/*
 		 * The first call only has the head.  Answering now would make
 		 * libmicrohttpd close the connection (it cannot know what
 		 * follows); the next call comes once the request is complete.
+		 * The web config is the one of the files as they are now
+		 * (exporter-toolkit reads it at every request): a user taken
+		 * out is refused from the next request on, on a connection
+		 * kept alive too.
 		 */
 		rq = calloc(1, sizeof(*rq));
 		if (!rq)
 			return MHD_NO;
+		maybe_reload();
 		rq->conn = c;
 		rq->cfg = cfg_get();
 		*con_cls = rq;
@@ -1261,6 +1623,20 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
 	}
 	if (*upload_size) {
 		*upload_size = 0; /* a request body means nothing here */
+		return MHD_YES;
+	}
+	/*
+	 * The request is all in.  The first such call answers nothing:
+	 * libmicrohttpd (0.9.75, 1.0) does not update what it waits for on
+	 * a connection suspended in this call, so after the resume it would
+	 * read again as if for the request, and a client that has shut down
+	 * its side (shutdown(SHUT_WR), nc -N) would lose its answer to that
+	 * end of stream.  Returned to once, it waits for us (no reading),
+	 * and calls again at once: suspending then is safe.
+	 */
+	if (!rq->settled) {
+		rq->settled = true;
+		conn_state(c, false, 0, false); /* all in: no deadline */
 		return MHD_YES;
 	}
 	return serve(rq, url, method);
@@ -1272,10 +1648,13 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 	struct request *rq = *con_cls;
 
 	(void)cls;
-	(void)c;
 	(void)toe;
+	/* Kept alive, it waits for its next request: the idle timeout. */
+	conn_state(c, true, IDLE_TIMEOUT_S, false);
 	if (!rq)
 		return;
+	if (rq->in_flight)
+		__atomic_sub_fetch(&srv.in_flight, 1, __ATOMIC_RELAXED);
 	result_put(rq->res);
 	wipe_creds(rq);
 	cfg_put(rq->cfg);
@@ -1335,6 +1714,8 @@ static void cfg_free(struct cfg *c)
 		gnutls_certificate_free_credentials(c->cred);
 	if (c->prio)
 		gnutls_priority_deinit(c->prio);
+	if (c->prio13)
+		gnutls_priority_deinit(c->prio13);
 	if (c->trust)
 		gnutls_x509_trust_list_deinit(c->trust, 1);
 	web_config_free(c->wc);
@@ -1461,6 +1842,8 @@ static int cfg_load(const char *path, struct cfg **out, char *err,
 	}
 	if (r >= 0)
 		r = gnutls_priority_init(&c->prio, wc->priorities, &errpos);
+	if (r >= 0 && wc->priorities13)
+		r = gnutls_priority_init(&c->prio13, wc->priorities13, &errpos);
 	if (r < 0) {
 		snprintf(err, errlen, "%s: %s", path, gnutls_strerror(r));
 		cfg_free(c);
@@ -1471,18 +1854,34 @@ static int cfg_load(const char *path, struct cfg **out, char *err,
 }
 
 /*
- * Load the web config again; an invalid one is logged and the current one
- * kept.  Turning TLS on or off needs other listeners: a restart.
+ * Load the web config again (@if_changed: unless its files are as they
+ * were when loaded); an invalid one is logged and the current one kept.
+ * Turning TLS on or off needs other listeners: a restart.  0 or -errno.
  */
-static void reload(const char *why)
+static int reload(const char *why, bool if_changed)
 {
 	struct cfg *c, *old;
 	struct stamp now[CFG_FILES];
 	char err[512];
 	int r;
 
-	if (!srv.cfg_path || pthread_mutex_trylock(&srv.reload_lock))
-		return;
+	if (!srv.cfg_path)
+		return 0;
+	pthread_mutex_lock(&srv.reload_lock);
+	if (if_changed) {
+		/* Another thread may have reloaded while this one waited. */
+		old = cfg_get();
+		stamp_files(srv.cfg_path, old ? old->wc : NULL, now);
+		pthread_mutex_lock(&srv.cfg_lock);
+		r = old && !stamps_equal(now, old->stamps) &&
+		    !stamps_equal(now, srv.failed);
+		pthread_mutex_unlock(&srv.cfg_lock);
+		cfg_put(old);
+		if (!r) {
+			pthread_mutex_unlock(&srv.reload_lock);
+			return 0;
+		}
+	}
 	r = cfg_load(srv.cfg_path, &c, err, sizeof(err));
 	old = cfg_get();
 	if (!r && c->wc->tls != srv.tls) {
@@ -1512,29 +1911,24 @@ static void reload(const char *why)
 	}
 	cfg_put(old);
 	pthread_mutex_unlock(&srv.reload_lock);
+	return r;
 }
 
 /*
- * At each new connection, at most once a second: has the config file, or
- * a certificate, key or CA file it names, changed since it was loaded?
+ * At each new connection and each request: has the config file, or a
+ * certificate, key or CA file it names, changed since it was loaded?
  * Then reload, so that a rotated certificate is served from the next
- * handshake on.
+ * handshake on and a user taken out is refused from the next request on.
+ * A few stat(2)s a request; a reload under way on another thread is
+ * waited for, so the caller gets the config of the files as they are.
  */
 static void maybe_reload(void)
 {
 	struct stamp now[CFG_FILES];
-	struct timespec t;
 	struct cfg *c;
 	bool changed;
 
 	if (!srv.cfg_path)
-		return;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	pthread_mutex_lock(&srv.cfg_lock);
-	changed = t.tv_sec != srv.last_check.tv_sec;
-	srv.last_check = t;
-	pthread_mutex_unlock(&srv.cfg_lock);
-	if (!changed)
 		return;
 	c = cfg_get();
 	stamp_files(srv.cfg_path, c ? c->wc : NULL, now);
@@ -1544,20 +1938,24 @@ static void maybe_reload(void)
 	pthread_mutex_unlock(&srv.cfg_lock);
 	cfg_put(c);
 	if (changed)
-		reload("a file changed");
+		reload("a file changed", true);
 }
 
 /* ------------------------------------------------------------------ */
 /* Listening sockets                                                    */
 
-static int open_listener(const char *spec, struct listener *l)
+static int open_listener(const char *spec, struct listener *l, char *err,
+			 size_t errlen)
 {
 	struct listen_addr a;
+	char addr[INET6_ADDRSTRLEN + 16];
 	socklen_t len;
-	int fd, one = 1, v6only;
+	int fd, one = 1, v6only, r;
 
-	if (parse_listen(spec, &a))
-		return -EINVAL;
+	err[0] = '\0';
+	r = parse_listen(spec, &a, true, err, errlen);
+	if (r)
+		return r;
 	listen_fallback(&a);
 	fd = socket(a.ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
 		    0);
@@ -1572,63 +1970,84 @@ static int open_listener(const char *spec, struct listener *l)
 	len = a.ss.ss_family == AF_INET6 ? sizeof(struct sockaddr_in6) :
 					   sizeof(struct sockaddr_in);
 	if (bind(fd, (struct sockaddr *)&a.ss, len) || listen(fd, SOMAXCONN)) {
-		int err = -errno;
+		int e = -errno;
 
 		close(fd);
-		return err;
+		return e;
 	}
 	l->fd = fd;
-	snprintf(l->name, sizeof(l->name), "%s", spec);
+	/* A host name says which of its addresses it became. */
+	peer_name((struct sockaddr *)&a.ss, addr, sizeof(addr));
+	if (strchr("[0123456789:", spec[0]) || !strncmp(spec, "localhost:", 10))
+		snprintf(l->name, sizeof(l->name), "%s", spec);
+	else
+		snprintf(l->name, sizeof(l->name), "%s (%.*s)", spec,
+			 (int)(strrchr(addr, ':') - addr), addr);
 	return 0;
 }
 
 /*
- * The sockets systemd passes a socket-activated service (sd_listen_fds(3):
- * LISTEN_PID is us, LISTEN_FDS of them from fd 3 on).  The protocol is
- * these few lines of environment, so no libsystemd for it.
+ * The sockets systemd passes a socket-activated service, through
+ * libsystemd (sd_listen_fds_with_names(3)): it checks LISTEN_PID,
+ * LISTEN_FDS and LISTEN_FDNAMES, unsets them, and makes the fds
+ * close-on-exec.  Each must be a listening stream socket.
  */
 static int systemd_listeners(void)
 {
-	const char *pid = getenv("LISTEN_PID"), *fds = getenv("LISTEN_FDS");
-	long n = fds ? strtol(fds, NULL, 10) : 0, i;
+	char **names = NULL;
+	int n = sd_listen_fds_with_names(1, &names), i, rc = 0;
 
-	if (!pid || strtol(pid, NULL, 10) != (long)getpid() || n < 1) {
+	if (n < 0) {
+		logmsg(LOG_ERROR,
+		       "export: --web.systemd-socket: the sockets systemd passes are not valid (LISTEN_PID, LISTEN_FDS, LISTEN_FDNAMES): %s",
+		       strerror(-n));
+		return EXIT_LISTEN;
+	}
+	if (n == 0) {
 		logmsg(LOG_ERROR,
 		       "export: --web.systemd-socket: no sockets from systemd (LISTEN_PID, LISTEN_FDS): start it from a .socket unit, or use --listen");
-		return EXIT_LISTEN;
-	}
-	if (n > HTTP_MAX_LISTEN) {
+		rc = EXIT_LISTEN;
+	} else if (n > HTTP_MAX_LISTEN) {
 		logmsg(LOG_ERROR,
-		       "export: --web.systemd-socket: %ld sockets, at most %d",
+		       "export: --web.systemd-socket: %d sockets, at most %d",
 		       n, HTTP_MAX_LISTEN);
-		return EXIT_LISTEN;
+		rc = EXIT_LISTEN;
 	}
-	for (i = 0; i < n; i++) {
+	for (i = 0; !rc && i < n; i++) {
 		struct sockaddr_storage ss;
-		socklen_t sl = sizeof(ss), ol = sizeof(int);
-		int fd = 3 + (int)i, acc = 0, type = 0;
+		socklen_t sl = sizeof(ss);
+		int fd = SD_LISTEN_FDS_START + i;
 		char peer[INET6_ADDRSTRLEN + 16];
+		const char *name = names && names[i] ? names[i] : "unknown";
 
-		if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &acc, &ol) ||
-		    getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &ol) || !acc ||
-		    type != SOCK_STREAM || getsockname(fd, (void *)&ss, &sl)) {
+		if (sd_is_socket(fd, AF_UNSPEC, SOCK_STREAM, 1) <= 0 ||
+		    getsockname(fd, (void *)&ss, &sl)) {
 			logmsg(LOG_ERROR,
-			       "export: --web.systemd-socket: fd %d is not a listening stream socket",
-			       fd);
-			return EXIT_LISTEN;
+			       "export: --web.systemd-socket: fd %d (%s) is not a listening stream socket",
+			       fd, name);
+			rc = EXIT_LISTEN;
+			break;
 		}
-		fcntl(fd, F_SETFD, FD_CLOEXEC);
 		fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
 		peer_name((struct sockaddr *)&ss, peer, sizeof(peer));
 		srv.l[srv.nl].fd = fd;
-		snprintf(srv.l[srv.nl].name, sizeof(srv.l[0].name),
-			 "systemd socket %s", peer);
+		/* systemd names an unnamed socket "unknown": not worth saying. */
+		if (strcmp(name, "unknown"))
+			snprintf(srv.l[srv.nl].name, sizeof(srv.l[0].name),
+				 "systemd socket %s (%.64s)", peer, name);
+		else
+			snprintf(srv.l[srv.nl].name, sizeof(srv.l[0].name),
+				 "systemd socket %s", peer);
 		srv.nl++;
 	}
-	unsetenv("LISTEN_PID");
-	unsetenv("LISTEN_FDS");
-	unsetenv("LISTEN_FDNAMES");
-	return 0;
+	/* The ones not served: passed, but not ours to keep open. */
+	for (; rc && i < n; i++)
+		if (i >= (int)srv.nl)
+			close(SD_LISTEN_FDS_START + i);
+	for (i = 0; names && i < n; i++)
+		free(names[i]);
+	free(names);
+	return rc;
 }
 
 /* ------------------------------------------------------------------ */
@@ -1638,15 +2057,18 @@ static int systemd_listeners(void)
  * A TLS listener's connections are accepted here, not by libmicrohttpd,
  * which would meet plain HTTP with a TLS error and a closed connection.
  * The first byte decides: a TLS handshake record (22) goes to
- * libmicrohttpd (MHD_add_connection); anything else is plain HTTP, and
- * gets a 400 that says to use https.  A connection that sends nothing is
- * closed after the idle timeout; at most --web.max-connections wait.
+ * libmicrohttpd (MHD_add_connection), with the time it was accepted, from
+ * which its deadline runs on; anything else is plain HTTP, and gets a 400
+ * that says to use https.  A connection that sends nothing is closed
+ * after HEADER_TIMEOUT_S; at most --web.max-connections wait on each
+ * listener, and --web.max-connections-per-client from one address.
  */
 struct pending {
 	int fd;
 	struct listener *l;
 	struct sockaddr_storage ss;
 	socklen_t sl;
+	struct timespec accepted;
 	time_t deadline;
 	bool draining; /* the 400 is sent: read what is left, then close */
 	struct pending *next;
@@ -1693,12 +2115,40 @@ static void pending_ready(struct pending **pp, int ep)
 		return;
 	}
 	if (b == 22) {
+		struct handoff *h = malloc(sizeof(*h)), **hp;
+
 		epoll_ctl(ep, EPOLL_CTL_DEL, p->fd, NULL);
 		p->l->pending--;
-		/* MHD owns the fd now, and closes it if it cannot take it. */
-		MHD_add_connection(p->l->d, p->fd, (struct sockaddr *)&p->ss,
-				   p->sl);
 		*pp = p->next;
+		pthread_mutex_lock(&srv.conn_lock);
+		for (hp = &srv.handoffs; *hp; hp = &(*hp)->next)
+			if ((*hp)->fd == p->fd) { /* left by a refused one */
+				free(h);
+				h = *hp;
+				*hp = h->next;
+				break;
+			}
+		if (h) {
+			h->fd = p->fd;
+			h->accepted = p->accepted;
+			h->next = srv.handoffs;
+			srv.handoffs = h;
+		}
+		pthread_mutex_unlock(&srv.conn_lock);
+		/* MHD owns the fd now, and closes it if it cannot take it. */
+		if (MHD_add_connection(p->l->d, p->fd,
+				       (struct sockaddr *)&p->ss,
+				       p->sl) != MHD_YES) {
+			pthread_mutex_lock(&srv.conn_lock);
+			for (hp = &srv.handoffs; *hp; hp = &(*hp)->next)
+				if ((*hp)->fd == p->fd) {
+					h = *hp;
+					*hp = h->next;
+					free(h);
+					break;
+				}
+			pthread_mutex_unlock(&srv.conn_lock);
+		}
 		free(p);
 		return;
 	}
@@ -1717,6 +2167,79 @@ static void pending_ready(struct pending **pp, int ep)
 	shutdown(p->fd, SHUT_WR);
 	p->draining = true;
 	p->deadline = time(NULL) + 2;
+}
+
+/* The address of @a is @b's (the ports aside). */
+static bool same_client(const struct sockaddr_storage *a,
+			const struct sockaddr_storage *b)
+{
+	if (a->ss_family != b->ss_family)
+		return false;
+	if (a->ss_family == AF_INET)
+		return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
+		       ((const struct sockaddr_in *)b)->sin_addr.s_addr;
+	if (a->ss_family == AF_INET6)
+		return !memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
+			       &((const struct sockaddr_in6 *)b)->sin6_addr,
+			       sizeof(struct in6_addr));
+	return false; /* a local socket: no address to count by */
+}
+
+/* Accept what @l has; out of fds, @l pauses a second. */
+static void front_accept(struct listener *l, struct pending **head, int ep)
+{
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP };
+
+	for (;;) {
+		struct pending *p = calloc(1, sizeof(*p)), *q;
+		unsigned int same = 0;
+		int fd;
+
+		if (!p)
+			return;
+		p->sl = sizeof(p->ss);
+		fd = accept4(l->fd, (void *)&p->ss, &p->sl,
+			     SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0) {
+			int e = errno;
+
+			free(p);
+			if (e == EMFILE || e == ENFILE || e == ENOBUFS ||
+			    e == ENOMEM) {
+				/* Level-triggered: it would spin.  Rest. */
+				epoll_ctl(ep, EPOLL_CTL_DEL, l->fd, NULL);
+				l->paused = time(NULL) + 1;
+				if (log_allowed())
+					log_kv(LOG_WARN,
+					       "export: cannot accept connections for a second",
+					       "listener", l->name, "error",
+					       strerror(e), (const char *)NULL);
+			}
+			return;
+		}
+		for (q = *head; q && srv.max_per_client; q = q->next)
+			same += same_client(&q->ss, &p->ss);
+		if (l->pending >= srv.max_connections ||
+		    (srv.max_per_client && same >= srv.max_per_client)) {
+			close(fd);
+			free(p);
+			continue;
+		}
+		p->fd = fd;
+		p->l = l;
+		clock_gettime(CLOCK_MONOTONIC, &p->accepted);
+		p->deadline = time(NULL) + HEADER_TIMEOUT_S;
+		l->pending++;
+		ev.data.ptr = p;
+		if (epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev)) {
+			close(fd);
+			l->pending--;
+			free(p);
+			continue;
+		}
+		p->next = *head;
+		*head = p;
+	}
 }
 
 static void *front(void *arg)
@@ -1749,43 +2272,7 @@ static void *front(void *arg)
 				continue;
 			}
 			if (l >= srv.l && l < srv.l + srv.nl) {
-				for (;;) {
-					struct pending *p =
-						calloc(1, sizeof(*p));
-					int fd;
-
-					if (!p)
-						break;
-					p->sl = sizeof(p->ss);
-					fd = accept4(
-						l->fd, (void *)&p->ss, &p->sl,
-						SOCK_NONBLOCK | SOCK_CLOEXEC);
-					if (fd < 0) {
-						free(p);
-						break;
-					}
-					if (l->pending >= srv.max_connections) {
-						close(fd);
-						free(p);
-						continue;
-					}
-					p->fd = fd;
-					p->l = l;
-					p->deadline =
-						time(NULL) + IDLE_TIMEOUT_S;
-					l->pending++;
-					ev.events = EPOLLIN | EPOLLRDHUP;
-					ev.data.ptr = p;
-					if (epoll_ctl(ep, EPOLL_CTL_ADD, fd,
-						      &ev)) {
-						close(fd);
-						l->pending--;
-						free(p);
-						continue;
-					}
-					p->next = head;
-					head = p;
-				}
+				front_accept(l, &head, ep);
 				continue;
 			}
 			for (pp = &head; *pp; pp = &(*pp)->next)
@@ -1802,6 +2289,14 @@ static void *front(void *arg)
 				pending_close(pp, ep);
 			else
 				pp = &(*pp)->next;
+		}
+		for (k = 0; k < srv.nl; k++) {
+			if (!srv.l[k].paused || srv.l[k].paused > now)
+				continue;
+			srv.l[k].paused = 0;
+			ev.events = EPOLLIN;
+			ev.data.ptr = &srv.l[k];
+			epoll_ctl(ep, EPOLL_CTL_ADD, srv.l[k].fd, &ev);
 		}
 	}
 	while (head)
@@ -1832,6 +2327,8 @@ static struct MHD_Daemon *start_daemon(const struct http_opts *o,
 	OPT(MHD_OPTION_CONNECTION_MEMORY_LIMIT, CONN_MEMORY, NULL);
 	OPT(MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL);
 	OPT(MHD_OPTION_NOTIFY_CONNECTION, on_connection, NULL);
+	OPT(MHD_OPTION_URI_LOG_CALLBACK, on_uri, NULL);
+	OPT(MHD_OPTION_PER_IP_CONNECTION_LIMIT, o->max_per_client, NULL);
 	OPT(MHD_OPTION_SIGPIPE_HANDLED_BY_APP, 1, NULL);
 	if (srv.tls) {
 		/*
@@ -1875,6 +2372,12 @@ static void stop_all(void)
 		srv.l[i].d = NULL;
 	}
 	srv.nl = 0;
+	while (srv.handoffs) {
+		struct handoff *h = srv.handoffs;
+
+		srv.handoffs = h->next;
+		free(h);
+	}
 	cfg_put(srv.cfg);
 	srv.cfg = NULL;
 	explicit_bzero(srv.mac_key, sizeof(srv.mac_key));
@@ -1888,11 +2391,39 @@ static void stop_all(void)
 	}
 }
 
+/*
+ * SIGHUP: reload the web config, and tell systemd (Type=notify, or
+ * notify-reload, which wants MONOTONIC_USEC with RELOADING=1) that it is
+ * reloading and then ready again, whether the new config was taken or
+ * the one before kept.
+ */
+static void sighup(void)
+{
+	struct timespec t;
+	int r;
+
+	if (!srv.cfg_path) {
+		logmsg(LOG_INFO,
+		       "export: SIGHUP: no --web.config.file to reload");
+		return;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	sd_notifyf(0, "RELOADING=1\nMONOTONIC_USEC=%llu",
+		   (unsigned long long)t.tv_sec * 1000000ULL +
+			   (unsigned long long)t.tv_nsec / 1000);
+	r = reload("SIGHUP", false);
+	sd_notifyf(
+		0, "READY=1\nSTATUS=serving %s; %s", srv.tls ? "https" : "http",
+		r ? "the web config did not reload (see the log): the one before is used" :
+		    "web config reloaded");
+}
+
 int http_serve(const struct http_opts *o, http_render_fn render, void *ctx)
 {
 	struct sigaction sa = { .sa_handler = on_signal };
 	sigset_t block, old;
 	char err[512], c;
+	const char *fault;
 	struct cfg *cfg;
 	size_t i;
 	int r, rc = EXIT_OK;
@@ -1905,6 +2436,10 @@ int http_serve(const struct http_opts *o, http_render_fn render, void *ctx)
 							 "metrics");
 	srv.max_conns = o->max_requests;
 	srv.max_connections = o->max_connections;
+	srv.max_per_client = o->max_per_client;
+	srv.max_in_flight = o->max_in_flight;
+	fault = getenv("KVMSTATS_TEST_FAULT");
+	srv.fault_conn = fault && !strcmp(fault, "conn-alloc");
 	srv.scrapes.tail = &srv.scrapes.head;
 	srv.auths.tail = &srv.auths.head;
 	srv.cfg_path = o->web_config;
@@ -1926,11 +2461,13 @@ int http_serve(const struct http_opts *o, http_render_fn render, void *ctx)
 		rc = systemd_listeners();
 	} else {
 		for (i = 0; i < o->nlisten; i++) {
-			r = open_listener(o->listen[i], &srv.l[i]);
+			r = open_listener(o->listen[i], &srv.l[i], err,
+					  sizeof(err));
 			if (r) {
 				logmsg(LOG_ERROR,
 				       "export: cannot listen on %s: %s",
-				       o->listen[i], strerror(-r));
+				       o->listen[i],
+				       err[0] ? err : strerror(-r));
 				rc = r == -EINVAL ? EXIT_USAGE : EXIT_LISTEN;
 				break;
 			}
@@ -1941,6 +2478,16 @@ int http_serve(const struct http_opts *o, http_render_fn render, void *ctx)
 		stop_all();
 		return rc;
 	}
+	/*
+	 * The fds the server may hold, out of the scrapes' budget: on every
+	 * listener its socket and libmicrohttpd's (epolls, ITCs), up to
+	 * --web.max-connections connections, and with TLS as many again
+	 * waiting in the front for their first byte.
+	 */
+	if (o->fd_reserve)
+		*o->fd_reserve =
+			srv.nl * ((srv.tls ? 2 : 1) * srv.max_connections +
+				  HTTP_FDS_PER_ADDR);
 
 	/* The threads started from here on leave the signals to us. */
 	sigemptyset(&block);
@@ -1994,21 +2541,28 @@ int http_serve(const struct http_opts *o, http_render_fn render, void *ctx)
 		sigaction(SIGTERM, &sa, NULL);
 		sigaction(SIGHUP, &sa, NULL);
 		pthread_sigmask(SIG_SETMASK, &old, NULL);
+		/* systemd's Type=notify: serving (sd_notify(3), no-op without). */
+		sd_notifyf(0, "READY=1\nSTATUS=serving %s on %zu socket%s",
+			   srv.tls ? "https" : "http", srv.nl,
+			   srv.nl == 1 ? "" : "s");
 		for (;;) {
-			ssize_t got = read(srv.wake[0], &c, 1);
+			struct pollfd pf = { .fd = srv.wake[0],
+					     .events = POLLIN };
+			ssize_t got = 0;
 
-			if (got < 0 && errno == EINTR)
+			/* Once a second: the connections past their deadline. */
+			if (poll(&pf, 1, 1000) > 0)
+				got = read(srv.wake[0], &c, 1);
+			conn_watch();
+			if (got == 0 || (got < 0 && errno == EINTR))
 				continue;
 			if (got == 1 && c == 'h') {
-				if (srv.cfg_path)
-					reload("SIGHUP");
-				else
-					logmsg(LOG_INFO,
-					       "export: SIGHUP: no --web.config.file to reload");
+				sighup();
 				continue;
 			}
 			break;
 		}
+		sd_notify(0, "STOPPING=1");
 		signal(SIGINT, SIG_DFL);
 		signal(SIGTERM, SIG_DFL);
 		signal(SIGHUP, SIG_DFL);

@@ -19,8 +19,16 @@ struct http_opts {
 	bool serving;		    /* listen addresses or systemd's sockets */
 	const char *telemetry_path; /* /metrics */
 	const char *web_config;	    /* exporter-toolkit web config, or NULL */
-	unsigned int max_connections; /* per address */
+	unsigned int max_connections; /* per listen address */
+	unsigned int max_per_client;  /* from one client address; 0: no limit */
+	unsigned int max_in_flight; /* /metrics requests at once; 0: no limit */
 	long max_requests; /* exit after that many connections; -1: never */
+	/*
+	 * Set, before the first scrape, to the fds the server may hold at
+	 * most (its sockets and connections, on every listener it serves),
+	 * which the scrapes leave alone.
+	 */
+	size_t *fd_reserve;
 };
 
 /*
@@ -30,7 +38,10 @@ struct http_opts {
  */
 typedef int (*http_render_fn)(void *ctx, const char **text, size_t *len);
 
-/* 0 when @addr is a listen address http_serve() takes, else -EINVAL. */
+/*
+ * 0 when @addr is a listen address http_serve() takes (ADDR:PORT, where
+ * ADDR may be a host name, resolved when the server starts), else -EINVAL.
+ */
 int http_check_listen(const char *addr);
 
 /*

@@ -9,10 +9,11 @@
  * startup rather than at the first scrape.  Relative file names are
  * relative to the configuration file's directory, as in exporter-toolkit.
  *
- * The TLS settings become one GnuTLS priority string: versions, cipher
+ * The TLS settings become a GnuTLS priority string: versions, cipher
  * suites (GnuTLS enables ciphers, MACs and key exchanges separately, so a
  * list of suites enables every combination of their parts), curves and
- * server precedence.
+ * server precedence; with cipher_suites, a second one for sessions that
+ * negotiate TLS 1.3, whose suites Go does not let a list narrow.
  */
 #define _GNU_SOURCE
 #include <crypt.h>
@@ -186,38 +187,45 @@ static yaml_node_t *value_of(struct parse *p, const yaml_node_pair_t *pair)
 	return yaml_document_get_node(&p->doc, pair->value);
 }
 
-/* Read file @path (@key names it in errors) into a new string. */
+/*
+ * Read file @path (@key names it in errors) into a new string.  Only a
+ * regular file: its type is looked at before it is opened, and it is
+ * opened without blocking, so that a FIFO (or a file swapped for one in
+ * between) is refused at once instead of waiting for a writer, which on a
+ * reload would hold a network thread.
+ */
 static int read_path(struct parse *p, const yaml_node_t *n, const char *key,
 		     const char *path, char **out)
 {
-	struct stat st;
+	struct stat st, fst;
 	ssize_t r = 0;
 	size_t len = 0;
 	char *buf;
 	int fd, err;
 
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (stat(path, &st)) {
+		err = -errno;
+		goto failed;
+	}
+	if (!S_ISREG(st.st_mode) || st.st_size > FILE_MAX)
+		goto not_regular;
+	fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
 	if (fd < 0) {
 		err = -errno;
-		if (n)
-			fail(p, n, "%s: %s: %s", key, path, strerror(-err));
-		else
-			fail(p, NULL, "%s", strerror(-err));
-		return err;
+		goto failed;
 	}
-	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_size > FILE_MAX) {
+	if (fstat(fd, &fst) || !S_ISREG(fst.st_mode) ||
+	    fst.st_size > FILE_MAX) {
 		close(fd);
-		return fail(
-			p, n, "%s%s%s: not a regular file of at most %d bytes",
-			n ? key : "", n ? ": " : "", n ? path : "", FILE_MAX);
+		goto not_regular;
 	}
-	buf = malloc((size_t)st.st_size + 1);
+	buf = malloc((size_t)fst.st_size + 1);
 	if (!buf) {
 		close(fd);
 		return -ENOMEM;
 	}
-	while (len < (size_t)st.st_size) {
-		r = read(fd, buf + len, (size_t)st.st_size - len);
+	while (len < (size_t)fst.st_size) {
+		r = read(fd, buf + len, (size_t)fst.st_size - len);
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r <= 0)
@@ -228,8 +236,7 @@ static int read_path(struct parse *p, const yaml_node_t *n, const char *key,
 	close(fd);
 	if (err) {
 		free(buf);
-		fail(p, n, "%s: %s: %s", key, path, strerror(-err));
-		return err;
+		goto failed;
 	}
 	if (memchr(buf, '\0', len)) {
 		free(buf);
@@ -238,6 +245,20 @@ static int read_path(struct parse *p, const yaml_node_t *n, const char *key,
 	buf[len] = '\0';
 	*out = buf;
 	return 0;
+
+failed:
+	if (n)
+		fail(p, n, "%s: %s: %s", key, path, strerror(-err));
+	else
+		fail(p, NULL, "%s", strerror(-err));
+	return err;
+not_regular:
+	if (n)
+		return fail(p, n,
+			    "%s: %s: not a regular file of at most %d bytes",
+			    key, path, FILE_MAX);
+	return fail(p, NULL, "not a regular file of at most %d bytes",
+		    FILE_MAX);
 }
 
 /*
@@ -615,12 +636,36 @@ static int add_prio(char *buf, size_t len, const char *item)
 	return 0;
 }
 
-static int priorities(struct parse *p)
+/* @buf, checked by GnuTLS, as a new string in *@out. */
+static int prio_string(struct parse *p, const char *buf, char **out)
 {
-	char buf[1024], kx[256] = "", ci[256] = "", mac[128] = "";
 	const char *errpos = NULL;
 	gnutls_priority_t prio;
+	int r = gnutls_priority_init(&prio, buf, &errpos);
+
+	if (r < 0)
+		return fail(
+			p, NULL,
+			"tls_server_config: GnuTLS rejects the priorities '%s' at '%s': %s",
+			buf, errpos ? errpos : "", gnutls_strerror(r));
+	gnutls_priority_deinit(prio);
+	*out = strdup(buf);
+	return *out ? 0 : -ENOMEM;
+}
+
+/*
+ * The GnuTLS priority strings of tls_server_config.  As in Go, whose
+ * crypto/tls exporter-toolkit configures, cipher_suites chooses among the
+ * suites of TLS 1.2 and below only: TLS 1.3's are not configurable, so
+ * with cipher_suites a session that negotiates TLS 1.3 gets a priority
+ * string of its own (priorities13, GnuTLS' default TLS 1.3 ciphers), and
+ * the names of TLS 1.3 suites in the list change nothing, as in Go.
+ */
+static int priorities(struct parse *p)
+{
+	char base[256], buf[1024], kx[256] = "", ci[256] = "", mac[128] = "";
 	yaml_node_item_t *it;
+	bool any12 = false;
 	size_t i;
 	int v, r;
 
@@ -628,42 +673,10 @@ static int priorities(struct parse *p)
 		return fail(
 			p, NULL,
 			"tls_server_config: min_version is above max_version");
-	snprintf(buf, sizeof(buf), "NORMAL%s:-VERS-ALL",
+	snprintf(base, sizeof(base), "NORMAL%s",
 		 p->prefer_server ? ":%SERVER_PRECEDENCE" : "");
-	for (v = p->min_version; v <= p->max_version; v++) {
-		char vers[16];
-
-		snprintf(vers, sizeof(vers), "VERS-TLS1.%d", v);
-		if (add_prio(buf, sizeof(buf), vers))
-			return -E2BIG;
-	}
-	if (p->ciphers) {
-		for (it = p->ciphers->data.sequence.items.start;
-		     it < p->ciphers->data.sequence.items.top; it++) {
-			yaml_node_t *n = yaml_document_get_node(&p->doc, *it);
-
-			for (i = 0; i < sizeof(suites) / sizeof(suites[0]); i++)
-				if (!strcmp(text(n), suites[i].go))
-					break;
-			if (i == sizeof(suites) / sizeof(suites[0]))
-				return fail(
-					p, n,
-					"cipher_suites: '%s' is not a cipher suite kvmstats knows (kvmstats(1) lists them)",
-					text(n));
-			if ((suites[i].kx &&
-			     add_prio(kx, sizeof(kx), suites[i].kx)) ||
-			    add_prio(ci, sizeof(ci), suites[i].cipher) ||
-			    add_prio(mac, sizeof(mac), suites[i].mac))
-				return -E2BIG;
-		}
-		r = snprintf(buf + strlen(buf), sizeof(buf) - strlen(buf),
-			     ":-CIPHER-ALL:-MAC-ALL:-KX-ALL%s%s%s", kx, ci,
-			     mac);
-		if (r < 0 || strlen(buf) + 1 >= sizeof(buf))
-			return -E2BIG;
-	}
 	if (p->curves) {
-		strcat(buf, ":-GROUP-ALL");
+		strcat(base, ":-GROUP-ALL");
 		for (it = p->curves->data.sequence.items.start;
 		     it < p->curves->data.sequence.items.top; it++) {
 			yaml_node_t *n = yaml_document_get_node(&p->doc, *it);
@@ -679,21 +692,63 @@ static int priorities(struct parse *p)
 					text(n));
 			snprintf(group, sizeof(group), "GROUP-%s",
 				 curves[i].gnutls);
-			if (add_prio(buf, sizeof(buf), group))
+			if (add_prio(base, sizeof(base), group))
 				return -E2BIG;
 		}
 	}
-	r = gnutls_priority_init(&prio, buf, &errpos);
-	if (r < 0)
-		return fail(
-			p, NULL,
-			"tls_server_config: GnuTLS rejects the priorities '%s' at '%s': %s",
-			buf, errpos ? errpos : "", gnutls_strerror(r));
-	gnutls_priority_deinit(prio);
+	if (p->ciphers) {
+		for (it = p->ciphers->data.sequence.items.start;
+		     it < p->ciphers->data.sequence.items.top; it++) {
+			yaml_node_t *n = yaml_document_get_node(&p->doc, *it);
+
+			for (i = 0; i < sizeof(suites) / sizeof(suites[0]); i++)
+				if (!strcmp(text(n), suites[i].go))
+					break;
+			if (i == sizeof(suites) / sizeof(suites[0]))
+				return fail(
+					p, n,
+					"cipher_suites: '%s' is not a cipher suite kvmstats knows (kvmstats(1) lists them)",
+					text(n));
+			if (!suites[i].kx)
+				continue; /* TLS 1.3: not configurable */
+			any12 = true;
+			if (add_prio(kx, sizeof(kx), suites[i].kx) ||
+			    add_prio(ci, sizeof(ci), suites[i].cipher) ||
+			    add_prio(mac, sizeof(mac), suites[i].mac))
+				return -E2BIG;
+		}
+		/* Only TLS 1.3 suites listed: TLS 1.2 and below have none. */
+		if (!any12) {
+			if (p->max_version < 3)
+				return fail(
+					p, p->ciphers,
+					"cipher_suites: no suite of TLS 1.2 or below, and max_version leaves no TLS 1.3: no client could connect");
+			p->min_version = 3;
+		}
+	}
+	snprintf(buf, sizeof(buf), "%s:-VERS-ALL", base);
+	for (v = p->min_version; v <= p->max_version; v++) {
+		char vers[16];
+
+		snprintf(vers, sizeof(vers), "VERS-TLS1.%d", v);
+		if (add_prio(buf, sizeof(buf), vers))
+			return -E2BIG;
+	}
+	if (any12) {
+		r = snprintf(buf + strlen(buf), sizeof(buf) - strlen(buf),
+			     ":-CIPHER-ALL:-MAC-ALL:-KX-ALL%s%s%s", kx, ci,
+			     mac);
+		if (r < 0 || strlen(buf) + 1 >= sizeof(buf))
+			return -E2BIG;
+	}
+	r = prio_string(p, buf, &p->c->priorities);
+	if (!r && any12 && p->max_version == 3) {
+		snprintf(buf, sizeof(buf), "%s:-VERS-ALL:+VERS-TLS1.3", base);
+		r = prio_string(p, buf, &p->c->priorities13);
+	}
 	p->c->min_version = p->min_version;
 	p->c->max_version = p->max_version;
-	p->c->priorities = strdup(buf);
-	return p->c->priorities ? 0 : -ENOMEM;
+	return r;
 }
 
 /* Load what tls_server_config names, check that it works together. */
@@ -744,6 +799,17 @@ static int tls_finish(struct parse *p)
 		return fail(
 			p, NULL,
 			"tls_server_config: client_allowed_sans needs a client_auth_type that asks for a certificate");
+	/*
+	 * exporter-toolkit accepts these and checks the names of a
+	 * certificate it has not verified: anyone can make a self-signed one
+	 * that carries an allowed name.  Refused, so that nobody believes the
+	 * names protect anything.
+	 */
+	if (c->nsans && (c->client_auth == WEB_REQUEST_CLIENT_CERT ||
+			 c->client_auth == WEB_REQUIRE_ANY_CLIENT_CERT))
+		return fail(
+			p, p->auth_node,
+			"tls_server_config: client_allowed_sans with a client_auth_type that does not verify certificates authenticates nothing (any self-signed certificate can carry the names): use RequireAndVerifyClientCert or VerifyClientCertIfGiven with client_ca_file");
 
 	err = p->cert_file ?
 		      read_file(p, p->cert_node, "cert_file", p->cert_file,
@@ -915,6 +981,7 @@ void web_config_free(struct web_config *c)
 	free(c->client_ca_path);
 	free(c->client_ca_pem);
 	free(c->priorities);
+	free(c->priorities13);
 	for (i = 0; i < c->nsans; i++)
 		free(c->allowed_sans[i]);
 	free(c->allowed_sans);

@@ -37,6 +37,8 @@ struct web_config {
 	char *client_ca_pem; /* CAs for client certificates, PEM, or NULL */
 	enum web_client_auth client_auth;
 	char *priorities; /* GnuTLS priority string (versions, suites, groups) */
+	/* With cipher_suites: a session that negotiates TLS 1.3, else NULL. */
+	char *priorities13;
 	int min_version, max_version; /* 0..3: TLS 1.0 .. TLS 1.3 */
 	/* The files the keys name (NULL: inline), to notice they changed. */
 	char *cert_path, *key_path, *client_ca_path;
