@@ -84,6 +84,22 @@ static inline struct pid *kvmstats_vcpu_get_pid(struct kvm_vcpu *vcpu)
 #define PF_USER_WORKER 0
 #endif
 
+/*
+ * After a reader's copy of a data block, before it checks the sequence
+ * again: nothing where stores become visible to all other CPUs at once
+ * (multi-copy atomic: x86, arm64, s390, RISC-V), where smp_rmb() in
+ * read_seqcount_retry() orders the check after the copy for every
+ * observer; a full barrier elsewhere (POWER), or a reader could see a
+ * vCPU's store that the freezing CPU does not (vm.c).
+ */
+#if defined(CONFIG_X86) || defined(CONFIG_ARM64) || defined(CONFIG_S390) || \
+	defined(CONFIG_RISCV)
+#define kvmstats_read_done() do { } while (0)
+#else
+/* Not multi-copy atomic: the copy before the check, for every CPU. */
+#define kvmstats_read_done() smp_mb()
+#endif
+
 /* pidfs, where pidfds live since 6.9; its magic is uapi. */
 #ifndef PID_FS_MAGIC
 #define PID_FS_MAGIC 0x50494446

@@ -38,7 +38,6 @@
 #include <linux/magic.h>
 #include <linux/mm.h>
 #include <linux/module.h>
-#include <linux/nospec.h>
 #include <linux/pid.h>
 #include <linux/pid_namespace.h>
 #include <linux/sched/mm.h>
@@ -187,24 +186,15 @@ static int kvmstats_with_files(struct task_struct *leader,
 	return ret;
 }
 
-/* The file in slot @fd of @fdt, the table of @files, locked. */
+/*
+ * The file in slot @fd of @fdt, the table of @files, locked.  fd_install()
+ * fills a slot without the lock (but during a resize), so the slot is
+ * loaded as an RCU pointer, as iterate_fd() does.
+ */
 static struct file *kvmstats_fdt_file(struct files_struct *files,
 				      struct fdtable *fdt, unsigned int fd)
 {
-	return rcu_dereference_protected(fdt->fd[fd],
-					 lockdep_is_held(&files->file_lock));
-}
-
-/* The file open as @fd in @files, locked, or NULL. */
-static struct file *kvmstats_fd_file(struct files_struct *files,
-				     unsigned int fd)
-{
-	struct fdtable *fdt = files_fdtable(files);
-
-	if (fd >= fdt->max_fds)
-		return NULL;
-	return kvmstats_fdt_file(files, fdt,
-				 array_index_nospec(fd, fdt->max_fds));
+	return rcu_dereference_check_fdtable(files, fdt->fd[fd]);
 }
 
 /*
@@ -245,7 +235,8 @@ enum {
 static int kvmstats_match_fd(struct files_struct *files, void *ctx)
 {
 	struct kvmstats_fd_query *q = ctx;
-	struct file *file = kvmstats_fd_file(files, q->fd);
+	/* One slot, looked up by index (bounded and masked against Spectre). */
+	struct file *file = files_lookup_fd_locked(files, q->fd);
 
 	if (!file)
 		return KVMSTATS_NOT_OPEN;
@@ -295,7 +286,10 @@ int kvmstats_find_vm(const struct kvmstats_fd_request *req,
 	case KVMSTATS_FN_FAILED:
 		return q.err;
 	default:
-		return ret;	/* -ESRCH: exited meanwhile */
+		/* -ESRCH: exited meanwhile. */
+		if (WARN_ON_ONCE(ret >= 0))
+			return -EIO;
+		return ret;
 	}
 }
 

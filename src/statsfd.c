@@ -71,6 +71,7 @@ static int kvmstats_copy_data(const struct kvmstats_source *src,
 		from = rcu_dereference_sched(src->data) + off;
 		kvmstats_debug_read_delay();
 		left = __copy_to_user_inatomic(ubuf, from, len);
+		kvmstats_read_done();
 	} while (read_seqcount_retry(&src->seq, seq));
 	pagefault_enable();
 	preempt_enable();
@@ -84,6 +85,7 @@ static int kvmstats_copy_data(const struct kvmstats_source *src,
 			seq = read_seqcount_begin(&src->seq);
 			memcpy(bounce, rcu_dereference_sched(src->data) + off,
 			       n);
+			kvmstats_read_done();
 		} while (read_seqcount_retry(&src->seq, seq));
 		preempt_enable();
 		if (copy_to_user(ubuf, bounce, n))

@@ -133,8 +133,13 @@ static void kvmstats_vm_put_work(struct work_struct *work)
  * every later read returns values at least that recent: no read returns a
  * value that a later read takes back, even where the VM still changes
  * after its freeze (a VMM that closed every fd of it still unmaps its
- * memory).  tests/model checks this order against a model of the memory
- * ordering of x86.
+ * memory).  tests/host/25-freeze-model checks this order against a model
+ * of x86's memory ordering.
+ *
+ * The argument needs the vCPU's store that a reader saw to be seen by the
+ * freezing CPU too once it has been seen by one other CPU: multi-copy
+ * atomicity, which x86, arm64, s390 and RISC-V have.  Elsewhere (POWER) the
+ * reader puts a full barrier after its copy (kvmstats_read_done()).
  */
 static void kvmstats_source_freeze(struct kvmstats_source *src)
 {
@@ -244,16 +249,7 @@ int kvmstats_source_attach(struct kvmstats_source *src,
 	RCU_INIT_POINTER(src->data, live);
 	mutex_lock(&kvmstats_vm_lock);
 	vm = kvmstats_vm_find(ref->kvm);
-	if (vm) {
-		/*
-		 * The tracker's reference serves this source too.  A tracker
-		 * in the table holds its reference at least until it leaves
-		 * the table, under the lock we hold: ours is not the last,
-		 * and dropping it destroys nothing.
-		 */
-		kvm_put_kvm(ref->kvm);
-		module_put(ref->vendor);
-	} else {
+	if (!vm) {
 		vm = spare;
 		spare = NULL;
 		vm->ref = *ref;
@@ -265,7 +261,18 @@ int kvmstats_source_attach(struct kvmstats_source *src,
 	list_add_tail(&src->vm_node, &vm->sources);
 	src->vm = vm;
 	mutex_unlock(&kvmstats_vm_lock);
-	kfree(spare);
+
+	if (spare) {
+		/*
+		 * The tracker's reference serves this source too.  It holds
+		 * it while the tracker has sources (this one, until it is
+		 * detached), and no freeze takes it while ours is held:
+		 * dropping ours destroys nothing.
+		 */
+		kvm_put_kvm(ref->kvm);
+		module_put(ref->vendor);
+		kfree(spare);
+	}
 	return 0;
 }
 

@@ -38,11 +38,32 @@ static void tracing_path(char *buf, size_t len, const char *fmt,
 	snprintf(buf, len, "%s/%s", tracing, name);
 }
 
+/* Add the kprobe event @grp/@name on @func, replacing a stale one. */
+static int add_event(const char *name, const char *func)
+{
+	char path[192], def[128];
+
+	tracing_path(path, sizeof(path), "%s", "kprobe_events");
+	snprintf(def, sizeof(def), "-:%s/%s\n", group, name);
+	write_file(path, def, O_APPEND);
+	snprintf(def, sizeof(def), "p:%s/%s %s\n", group, name, func);
+	return write_file(path, def, O_APPEND);
+}
+
+static int enable_event(const char *name, const char *what)
+{
+	char path[192], rel[96];
+
+	snprintf(rel, sizeof(rel), "events/%s/%s/%s", group, name, what);
+	tracing_path(path, sizeof(path), "%s", rel);
+	return write_file(path, what[0] == 't' ? "stacktrace" : "1", 0);
+}
+
 int destroy_trace_setup(const char *grp)
 {
 	static const char *const dirs[] = { "/sys/kernel/tracing",
 					    "/sys/kernel/debug/tracing" };
-	char path[192], def[128];
+	char path[192];
 	unsigned int i;
 	int r;
 
@@ -59,30 +80,37 @@ int destroy_trace_setup(const char *grp)
 		i = 0;
 	}
 	snprintf(tracing, sizeof(tracing), "%s", dirs[i]);
-	tracing_path(path, sizeof(path), "%s", "kprobe_events");
-	snprintf(def, sizeof(def), "p:%s/destroy kvm_arch_destroy_vm\n", group);
-	r = write_file(path, def, O_APPEND);
-	if (r)
-		return r;
-	tracing_path(path, sizeof(path), "events/%s/destroy/trigger", group);
-	r = write_file(path, "stacktrace", 0);
-	if (r)
-		return r;
-	tracing_path(path, sizeof(path), "events/%s/destroy/enable", group);
-	return write_file(path, "1", 0);
+	r = add_event("destroy", "kvm_arch_destroy_vm");
+	if (!r)
+		r = add_event("borrow", "kthread_use_mm");
+	if (!r)
+		r = enable_event("destroy", "trigger");
+	if (!r)
+		r = enable_event("destroy", "enable");
+	if (!r)
+		r = enable_event("borrow", "enable");
+	return r;
 }
 
 void destroy_trace_teardown(void)
 {
 	char path[192], def[64];
+	static const char *const names[] = { "destroy", "borrow" };
+	unsigned int i;
 
-	tracing_path(path, sizeof(path), "events/%s/destroy/enable", group);
-	write_file(path, "0", 0);
+	for (i = 0; i < 2; i++) {
+		snprintf(def, sizeof(def), "events/%s/%s/enable", group,
+			 names[i]);
+		tracing_path(path, sizeof(path), "%s", def);
+		write_file(path, "0", 0);
+	}
 	tracing_path(path, sizeof(path), "events/%s/destroy/trigger", group);
 	write_file(path, "!stacktrace", 0);
-	tracing_path(path, sizeof(path), "%s", "kprobe_events");
-	snprintf(def, sizeof(def), "-:%s/destroy\n", group);
-	write_file(path, def, O_APPEND);
+	for (i = 0; i < 2; i++) {
+		tracing_path(path, sizeof(path), "%s", "kprobe_events");
+		snprintf(def, sizeof(def), "-:%s/%s\n", group, names[i]);
+		write_file(path, def, O_APPEND);
+	}
 }
 
 void destroy_trace_clear(void)
@@ -112,28 +140,57 @@ static void task_comm(pid_t tid, char *buf, size_t len)
 }
 
 /*
+ * "comm-TID [CPU] ...": the task and CPU of a trace line, in place;
+ * false if the line has none.
+ */
+static bool line_task(char *line, char **comm, pid_t *tid, int *cpu)
+{
+	char *bracket = strstr(line, " ["), *dash, *task = line;
+
+	if (!bracket)
+		return false;
+	*cpu = atoi(bracket + 2);
+	*bracket = 0;
+	while (*task == ' ')
+		task++;
+	dash = strrchr(task, '-');
+	if (!dash)
+		return false;
+	*dash = 0;
+	*tid = atoi(dash + 1);
+	*comm = task;
+	return true;
+}
+
+/*
  * The trace: an event line
  *   "           comm-TID     [CPU] ....  TIME: destroy: (...)"
- * then, from the trigger, "<stack trace>" and one " => func" per frame.
+ * then, from the trigger, a line "comm-TID [CPU] ... <stack trace>" and one
+ * " => func" per frame.  The stack goes to the last destroy of the same
+ * task on the same CPU that has none yet: with several CPUs destroying at
+ * once, the lines of their events and stacks may interleave.
  */
-int destroy_trace_read(struct destroy *d, int max)
+static int trace_scan(struct destroy *d, int max, int *borrows)
 {
 	char path[192], line[512];
 	struct destroy *cur = NULL;
-	int n = 0;
+	int n = 0, cpu, i;
+	char *comm;
+	pid_t tid;
 	FILE *f;
 
+	*borrows = 0;
 	tracing_path(path, sizeof(path), "%s", "trace");
 	f = fopen(path, "re");
 	if (!f)
 		return -errno;
 	while (fgets(line, sizeof(line), f)) {
-		char *task = line, *bracket, *dash, *fn;
+		char *fn;
 
 		if (line[0] == '#')
 			continue;
 		fn = strstr(line, " => ");
-		if (fn) {
+		if (fn && line[0] == ' ' && fn == line) {
 			if (cur && cur->depth < TRACE_STACK_MAX) {
 				fn += 4;
 				fn[strcspn(fn, "\n")] = 0;
@@ -142,42 +199,67 @@ int destroy_trace_read(struct destroy *d, int max)
 			}
 			continue;
 		}
-		if (!strstr(line, "destroy:"))
+		if (strstr(line, " borrow:")) {
+			(*borrows)++;
+			continue;
+		}
+		if (strstr(line, "<stack trace>")) {
+			cur = NULL;
+			if (!line_task(line, &comm, &tid, &cpu))
+				continue;
+			for (i = (n < max ? n : max) - 1; i >= 0; i--) {
+				if (d[i].tid == tid && d[i].cpu == cpu &&
+				    !d[i].depth) {
+					cur = &d[i];
+					break;
+				}
+			}
+			continue;
+		}
+		if (!strstr(line, " destroy:"))
 			continue;
 		cur = NULL;
-		if (n == max)
-			break;
-		bracket = strstr(line, " [");
-		if (!bracket)
+		if (!line_task(line, &comm, &tid, &cpu))
 			continue;
-		*bracket = 0;
-		while (*task == ' ')
-			task++;
-		dash = strrchr(task, '-');
-		if (!dash)
+		if (n++ >= max)
 			continue;
-		*dash = 0;
-		cur = &d[n++];
-		memset(cur, 0, sizeof(*cur));
-		cur->tid = atoi(dash + 1);
-		snprintf(cur->comm, sizeof(cur->comm), "%.31s", task);
+		memset(&d[n - 1], 0, sizeof(d[0]));
+		d[n - 1].tid = tid;
+		d[n - 1].cpu = cpu;
+		snprintf(d[n - 1].comm, sizeof(d[0].comm), "%.31s", comm);
 		/* "<...>": the tracer has no name saved for it; a kworker lives on. */
-		if (!strcmp(cur->comm, "<...>"))
-			task_comm(cur->tid, cur->comm, sizeof(cur->comm));
+		if (!strcmp(d[n - 1].comm, "<...>"))
+			task_comm(tid, d[n - 1].comm, sizeof(d[0].comm));
 	}
 	fclose(f);
 	return n;
 }
 
-int destroy_trace_wait(struct destroy *d, int want, unsigned int timeout_ms)
+int destroy_trace_read(struct destroy *d, int max)
+{
+	int borrows;
+
+	return trace_scan(d, max, &borrows);
+}
+
+int destroy_trace_borrows(void)
+{
+	struct destroy d[1];
+	int borrows, r = trace_scan(d, 0, &borrows);
+
+	return r < 0 ? r : borrows;
+}
+
+int destroy_trace_wait(struct destroy *d, int max, int want,
+		       unsigned int timeout_ms)
 {
 	uint64_t deadline = now_ns() + (uint64_t)timeout_ms * 1000000ull;
 	int n;
 
 	for (;;) {
-		n = destroy_trace_read(d, want);
+		n = destroy_trace_read(d, max);
 		/* The stack follows its event line: give it a moment. */
-		if (n >= want && d[want - 1].depth)
+		if (n >= want && (want > max || d[want - 1].depth))
 			return n;
 		if (now_ns() > deadline)
 			return n;

@@ -5,6 +5,8 @@
  * recorded with the task that ran it and the kernel stack it ran on, so a
  * test can tell the module's worker from a VMM's thread, and a teardown
  * inside KVM_RUN (kvm_arch_vcpu_ioctl_run on the stack) from one outside.
+ * A second event counts calls of kthread_use_mm(): a kernel thread
+ * borrowing an address space, as kvmstats once did to destroy a VM.
  */
 #ifndef KVMSTATS_TEST_TRACE_UTIL_H
 #define KVMSTATS_TEST_TRACE_UTIL_H
@@ -16,24 +18,32 @@
 
 struct destroy {
 	pid_t tid;
+	int cpu;
 	char comm[32];
 	int depth;
 	char stack[TRACE_STACK_MAX][64]; /* innermost first */
 };
 
 /*
- * Create the kprobe event @group/destroy on kvm_arch_destroy_vm, with a
- * stack trace on each hit, in tracefs (mounted if debugfs is off).
- * Returns 0 or -errno.
+ * Create the kprobe events @group/destroy on kvm_arch_destroy_vm, with a
+ * stack trace on each hit, and @group/borrow on kthread_use_mm, in tracefs
+ * (mounted if debugfs is off); an event of that name left by an earlier
+ * run is replaced.  Returns 0 or -errno.
  */
 int destroy_trace_setup(const char *group);
 void destroy_trace_teardown(void);
-/* Forget the destroys recorded so far. */
+/* Forget the events recorded so far. */
 void destroy_trace_clear(void);
-/* The destroys recorded since the last clear, at most @max. */
+/*
+ * The destroys recorded since the last clear: fills at most @max of @d and
+ * returns how many there are (which may be more than @max).
+ */
 int destroy_trace_read(struct destroy *d, int max);
 /* The same, waiting up to @timeout_ms until there are @want. */
-int destroy_trace_wait(struct destroy *d, int want, unsigned int timeout_ms);
+int destroy_trace_wait(struct destroy *d, int max, int want,
+		       unsigned int timeout_ms);
+/* kthread_use_mm() calls recorded since the last clear, or -errno. */
+int destroy_trace_borrows(void);
 /* Is @func on @d's stack? */
 bool destroy_on_stack(const struct destroy *d, const char *func);
 /*

@@ -20,10 +20,12 @@
  *    TCG.  The module that walked every slot took 96 times as long for
  *    LIST_PIDFD and 202 times for GET_STATS_FD (6.1, TCG).
  *
- * and the answers are right: the sparse VMM's VM listed once, at its
- * lowest fd; its dup in the last slot answers GET_STATS_FD (a stats file
- * byte-identical to the one by the lowest fd); the slot past the table,
- * and fds far beyond it, are EBADF.
+ * and the answers are right: the sparse VMM's first VM listed once, at its
+ * lowest fd, and two more whose only VM fds are in slot 65,536 (past the
+ * walk's first chunk) and in the last slot but one; the first VM's dup in
+ * the last slot answers GET_STATS_FD (a stats file byte-identical to the
+ * one by the lowest fd); the slot past the table, and fds far beyond it,
+ * are EBADF.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -34,7 +36,8 @@
 
 #include "kvmstats_util.h"
 
-#define SLOTS  524288
+#define SLOTS	524288
+#define HIGH_VM 65536 /* past the first chunk of the walk */
 #define ROUNDS 40
 #define FLAT   25.0
 
@@ -47,7 +50,19 @@ struct vmm {
 	int pidfd;
 };
 
-/* arg: non-NULL for the sparse table. */
+/* Put @vm's only VM fd at @fd. */
+static void move_vm_fd(struct vm *vm, int fd)
+{
+	if (dup2(vm->fd, fd) != fd || close(vm->fd))
+		_exit(2);
+	vm->fd = fd;
+}
+
+/*
+ * arg: non-NULL for the sparse table: its first VM's fd is dup'd to the
+ * last slot, and two more VMs have their only VM fds in slot HIGH_VM and
+ * in the last slot but one, so that a walk must reach them.
+ */
 static void vmm_main(int sock, void *arg)
 {
 	struct rlimit rl = { SLOTS, SLOTS };
@@ -58,6 +73,8 @@ static void vmm_main(int sock, void *arg)
 		if (setrlimit(RLIMIT_NOFILE, &rl) ||
 		    dup2(vm->fd, SLOTS - 1) != SLOTS - 1)
 			_exit(2);
+		move_vm_fd(vm_create(1, NULL), SLOTS - 2);
+		move_vm_fd(vm_create(1, NULL), HIGH_VM);
 	}
 	if (write(sock, &vm->fd, sizeof(vm->fd)) != sizeof(vm->fd))
 		_exit(2);
@@ -110,16 +127,20 @@ struct list_req {
 	struct kvmstats_vm vms[4];
 };
 
-static uint64_t time_list(const struct vmm *v, int *nr, int *fd)
+/* LIST_PIDFD of @v: its time, and whether it lists exactly @want. */
+static uint64_t time_list(const struct vmm *v, const int *want, int nr,
+			  bool *right)
 {
 	struct list_req r = { .l = { .nr = 4, .pidfd = v->pidfd } };
 	uint64_t t0 = now_ns(), t;
+	int i;
 
 	if (ioctl(dev, KVMSTATS_LIST_PIDFD, &r.l))
 		tap_bail("KVMSTATS_LIST_PIDFD: %s", strerror(errno));
 	t = now_ns() - t0;
-	*nr = r.l.nr;
-	*fd = r.l.nr ? (int)r.vms[0].fd : -1;
+	*right = (int)r.l.nr == nr;
+	for (i = 0; *right && i < nr; i++)
+		*right = (int)r.vms[i].fd == want[i] && r.vms[i].nr_vcpus == 1;
 	return t;
 }
 
@@ -151,8 +172,9 @@ int main(void)
 	uint64_t l_dense = UINT64_MAX, l_sparse = UINT64_MAX;
 	uint64_t b_dense = UINT64_MAX, b_sparse = UINT64_MAX, t;
 	static struct stats_blob low, high;
-	int nr, fd, err, i, a, b, bad_err = 0, bad_list = 0;
+	int err, i, a, b, bad_err = 0, bad_list = 0, want_sparse[3];
 	struct vmm dense, sparse;
+	bool right;
 
 	kvm_test_init();
 	dev = kvmstats_open();
@@ -164,13 +186,17 @@ int main(void)
 		  "the sparse VMM's table has %d slots (%ld)", SLOTS,
 		  fdsize(sparse.pid));
 
+	/* In fd order: the first VM once, at its lowest fd; the two others. */
+	want_sparse[0] = sparse.vm_fd;
+	want_sparse[1] = HIGH_VM;
+	want_sparse[2] = SLOTS - 2;
 	for (i = 0; i < ROUNDS; i++) {
-		t = time_list(&dense, &nr, &fd);
+		t = time_list(&dense, &dense.vm_fd, 1, &right);
 		l_dense = t < l_dense ? t : l_dense;
-		bad_list += nr != 1 || fd != dense.vm_fd;
-		t = time_list(&sparse, &nr, &fd);
+		bad_list += !right;
+		t = time_list(&sparse, want_sparse, 3, &right);
 		l_sparse = t < l_sparse ? t : l_sparse;
-		bad_list += nr != 1 || fd != sparse.vm_fd;
+		bad_list += !right;
 		t = time_badfd(&dense, 1000, &err);
 		b_dense = t < b_dense ? t : b_dense;
 		bad_err += err != EBADF;
@@ -179,8 +205,8 @@ int main(void)
 		bad_err += err != EBADF;
 	}
 	tap_check(!bad_list,
-		  "LIST_PIDFD lists each VMM's VM once, at its lowest fd (%d wrong answers)",
-		  bad_list);
+		  "LIST_PIDFD lists each VM once, at its lowest fd: the sparse VMM's in slots %d, %d and %d (%d wrong answers)",
+		  want_sparse[0], HIGH_VM, SLOTS - 2, bad_list);
 	tap_check(!bad_err, "GET_STATS_FD of an fd not open: EBADF (%d wrong)",
 		  bad_err);
 	compare("LIST_PIDFD", l_dense, l_sparse);
@@ -192,13 +218,17 @@ int main(void)
 		      SLOTS - 1, b < 0 ? strerror(-b) : "ok")) {
 		stats_read_all(a, &low, "by the lowest fd");
 		stats_read_all(b, &high, "by the last slot");
-		tap_check(!strcmp(stats_id(&low), stats_id(&high)) &&
-				  stats_header(&low)->num_desc ==
-					  stats_header(&high)->num_desc,
-			  "both name the same VM (%s)", stats_id(&low));
+		tap_check(stats_blob_equal(&low, &high, "dup"),
+			  "its file is byte-identical to the one by the lowest fd (the VM never ran)");
 		close(b);
 	}
 	close(a);
+	b = __kvmstats_get_stats_fd(dev, sparse.pid, SLOTS - 2, 0);
+	tap_check(b >= 0,
+		  "GET_STATS_FD of the vCPU of the VM whose only fd is slot %d (%s)",
+		  SLOTS - 2, b < 0 ? strerror(-b) : "ok");
+	if (b >= 0)
+		close(b);
 	tap_eq(__kvmstats_get_stats_fd(dev, sparse.pid, SLOTS, -1), -EBADF,
 	       "GET_STATS_FD of the slot past the table: EBADF");
 	tap_eq(__kvmstats_get_stats_fd(dev, sparse.pid, 0x7fffffff, -1), -EBADF,

@@ -264,9 +264,10 @@
  *	never run again, and within about 100 ms kvmstats notices: every stats
  *	fd of the VM and its vCPUs then serves a copy of the values of that
  *	moment, and kvmstats gives its reference back in its own context (its
- *	worker, or the thread that closes the VM's last stats fd), as KVM
- *	gives back a VM whose last holder is not its VMM; nothing runs in a
- *	thread of the VMM.  For a VMM that exited, the copy's values are those after
+ *	worker, or the thread that closes the VM's last stats fd, or that of
+ *	a GET_STATS_FD that fails after finding the VM), as KVM gives back a
+ *	VM whose last holder is not its VMM; nothing runs in a thread of the
+ *	VMM.  For a VMM that exited, the copy's values are those after
  *	KVM's teardown of the VM's page tables at the VMM's exit, exactly what
  *	a native stats fd held across the exit reads.  Reads keep working and
  *	the values stay frozen; no read ever returns a value that a later
