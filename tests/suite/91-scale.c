@@ -634,11 +634,11 @@ static void parse_prom(struct text *t, struct prom *p)
 		}
 		io = sscanf(line,
 			    "kvm_vcpu_" STAT_IO_EXITS
-			    "_total{pid=\"%d\",fd=\"%d\",vcpu=\"%d\"} %llu",
+			    "_total{vm=\"%d:%d\",vcpu=\"%d\"} %llu",
 			    &pid, &fd, &c, &v) == 4;
 		if (!io &&
 		    sscanf(line,
-			   "kvm_vcpu_exits_total{pid=\"%d\",fd=\"%d\",vcpu=\"%d\"} %llu",
+			   "kvm_vcpu_exits_total{vm=\"%d:%d\",vcpu=\"%d\"} %llu",
 			   &pid, &fd, &c, &v) == 4) {
 			p->exits_series++;
 		} else if (!io) {
