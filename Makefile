@@ -245,6 +245,7 @@ install-system:
 	$(INSTALL) -m 0644 packaging/modules-load.d/kvmstats.conf \
 		$(DESTDIR)$(EXAMPLESDIR)/modules-load.d/
 	$(INSTALL) -m 0644 monitoring/rules/kvmstats.rules.yml \
+		monitoring/rules/kvmstats.alerts.yml \
 		monitoring/dashboards/kvmstats.json monitoring/README.md \
 		$(DESTDIR)$(EXAMPLESDIR)/monitoring/
 
@@ -279,6 +280,9 @@ include $(CURDIR)/packaging/packaging.mk
 #                                   boot the test guest and get a shell in it
 #   make check-monitoring           promtool check/test the rules, check the
 #                                   dashboard against the exporter (host)
+#   make monitoring                 render the jsonnet mixin (monitoring/) into
+#                                   its checked-in rules, alerts, dashboard and
+#                                   rule tests (jsonnet)
 #   make check-selftest [KERNEL=6.12]
 #                                   prove the harness fails when it must (hangs,
 #                                   WARNs, panics, missing token, not ok)
@@ -292,7 +296,7 @@ include $(CURDIR)/packaging/packaging.mk
 KERNEL ?= 6.12
 CONFIG ?= default
 
-.PHONY: deps check check-long check-shell check-selftest check-monitoring lint format
+.PHONY: deps check check-long check-shell check-selftest check-monitoring monitoring lint format
 
 deps:
 	tests/qemu/deps all
@@ -306,6 +310,10 @@ check-long:
 # The monitoring mixin alone (make check runs it as tests/host/55-monitoring).
 check-monitoring:
 	monitoring/check
+
+# The mixin's generated files (check says when they are not current).
+monitoring:
+	monitoring/generate
 
 check-shell:
 	tests/qemu/deps check

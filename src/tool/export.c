@@ -85,6 +85,7 @@ int scrape_init(struct scrape *s, struct source *src,
 	if (!s->cache)
 		return -ENOMEM;
 	prom_cache_set_keep(s->cache, keep_stat, &s->sel);
+	prom_cache_set_vm_labels(s->cache, sel->vm_labels);
 	return 0;
 }
 
@@ -252,9 +253,12 @@ int scrape(struct scrape *s, const char **text, size_t *len)
 		struct vmrec *v = &h->vms[i];
 		struct obj o = { .pid = v->pid,
 				 .fd = v->fd,
-				 .name = v->id.name,
+				 .name = identity_vm_name(&v->id),
+				 .ns = v->id.ns,
 				 .comm = v->id.comm,
-				 .uuid = v->id.uuid };
+				 .uuid = v->id.uuid,
+				 .has_uid = v->id.has_uid,
+				 .uid = v->id.uid };
 		size_t first = n, fresh = 0;
 		bool summed = false;
 
@@ -547,6 +551,7 @@ static void usage_export(FILE *f)
 
 	fputs("Usage: kvmstats export [-f REGEX] [--exclude REGEX] [--per auto|vm|vcpu]\n"
 	      "                       [--[no-]collector.NAME]... [--collector.disable-defaults]\n"
+	      "                       [--vm-labels LABEL,...]\n"
 	      "                       [--listen ADDR:PORT | --web.systemd-socket]...\n"
 	      "                       [--web.config.file FILE] [--web.telemetry-path PATH]\n"
 	      "                       [--web.max-connections N] [--web.max-connections-per-client N]\n"
@@ -566,6 +571,10 @@ static void usage_export(FILE *f)
 		fprintf(f, "      %-22s%s\n", collectors[i].name,
 			collectors[i].what);
 	fputs("  --collector.disable-defaults  only the collectors turned on by name\n"
+	      "  --vm-labels LABEL,...     what names a VM on its series: name (and KubeVirt's\n"
+	      "                            namespace), uuid, pid, fd (default name,uuid: what a\n"
+	      "                            guest keeps across restarts); vm=\"PID:FD\" is added\n"
+	      "                            where they do not tell VMs apart\n"
 	      "  --listen ADDR:PORT        serve (e.g. 127.0.0.1:9477, [::1]:9477, a host name's\n"
 	      "                            address, or :9477 for every address); repeatable;\n"
 	      "                            alias --web.listen-address\n"
@@ -599,6 +608,7 @@ enum {
 	OPT_PER_CLIENT,
 	OPT_IN_FLIGHT,
 	OPT_VERSION,
+	OPT_VM_LABELS,
 	OPT_COLL_ON = 0x200, /* + collector index */
 	OPT_COLL_OFF = OPT_COLL_ON + 0x40,
 };
@@ -629,6 +639,7 @@ int cmd_export(int argc, char **argv)
 		{ "max-requests", required_argument, NULL, OPT_MAX_REQUESTS },
 		{ "collector.disable-defaults", no_argument, NULL,
 		  OPT_DISABLE_DEFAULTS },
+		{ "vm-labels", required_argument, NULL, OPT_VM_LABELS },
 		{ "help", no_argument, NULL, 'h' },
 	};
 	struct option opts[sizeof(fixed) / sizeof(fixed[0]) + 2 * NCOLL + 1];
@@ -638,7 +649,8 @@ int cmd_export(int argc, char **argv)
 				.max_in_flight = 40,
 				.max_requests = -1,
 				.telemetry_path = "/metrics" };
-	struct export_select sel = { .per = PER_AUTO };
+	struct export_select sel = { .per = PER_AUTO,
+				     .vm_labels = VML_DEFAULT };
 	unsigned int on = 0, off = 0;
 	bool no_defaults = false;
 	enum log_level level = LOG_INFO;
@@ -758,6 +770,13 @@ int cmd_export(int argc, char **argv)
 			goto out;
 		case OPT_DISABLE_DEFAULTS:
 			no_defaults = true;
+			break;
+		case OPT_VM_LABELS:
+			if (vm_labels_parse(optarg, &sel.vm_labels)) {
+				errmsg("export: --vm-labels wants a list of name, uuid, pid and fd, not '%s'",
+				       optarg);
+				goto out;
+			}
 			break;
 		case 'c':
 		case OPT_EXIT_AFTER:

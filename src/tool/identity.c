@@ -165,6 +165,50 @@ static ssize_t read_vmm_file(const struct source *src, int pid, int fd,
 	return (ssize_t)n;
 }
 
+/* Is @s .. @end a run of [a-z0-9] and @more, a letter or digit at each end? */
+static bool dns_word(const char *s, const char *end, const char *more)
+{
+	const char *p;
+
+	if (s == end || !isalnum((unsigned char)s[0]) ||
+	    !isalnum((unsigned char)end[-1]))
+		return false;
+	for (p = s; p < end; p++)
+		if (!(islower((unsigned char)*p) ||
+		      isdigit((unsigned char)*p)) &&
+		    !strchr(more, *p))
+			return false;
+	return true;
+}
+
+size_t identity_kubevirt_split(const char *name, char *ns, size_t len)
+{
+	const char *us = strchr(name, '_'), *end = name + strlen(name);
+
+	if (!us || us - name > 63 || end - (us + 1) > 253 ||
+	    (size_t)(us - name) >= len || !dns_word(name, us, "-") ||
+	    !dns_word(us + 1, end, "-."))
+		return 0;
+	memcpy(ns, name, (size_t)(us - name));
+	ns[us - name] = '\0';
+	return (size_t)(us + 1 - name);
+}
+
+/* The effective uid of a /proc/PID/status text: its "Uid:" line's second. */
+static bool status_euid(const char *status, unsigned int *uid)
+{
+	const char *p =
+		strncmp(status, "Uid:", 4) ? strstr(status, "\nUid:") : status;
+	unsigned int r, e;
+
+	if (p && *p == '\n')
+		p++;
+	if (!p || sscanf(p + 4, "%u %u", &r, &e) != 2)
+		return false;
+	*uid = e;
+	return true;
+}
+
 void identity_read(const struct source *src, int pid, int fd,
 		   struct vm_identity *id)
 {
@@ -174,6 +218,9 @@ void identity_read(const struct source *src, int pid, int fd,
 	snprintf(id->comm, sizeof(id->comm), "?");
 	id->name[0] = '\0';
 	id->uuid[0] = '\0';
+	id->ns[0] = '\0';
+	id->name_at = 0;
+	id->has_uid = false;
 	if (!buf)
 		return;
 	n = read_vmm_file(src, pid, fd, "comm", buf, sizeof(id->comm));
@@ -186,6 +233,22 @@ void identity_read(const struct source *src, int pid, int fd,
 	n = read_vmm_file(src, pid, fd, "cmdline", buf, CMDLINE_MAX);
 	if (n > 0)
 		identity_parse_cmdline(buf, (size_t)n, id);
+	n = read_vmm_file(src, pid, fd, "status", buf, 8192);
+	if (n > 0)
+		id->has_uid = status_euid(buf, &id->uid);
+	/*
+	 * KubeVirt's NAMESPACE_VM, in a pod: a libvirt guest on a host of
+	 * its own may well be called db_1, and keeps its name whole.
+	 */
+	if (id->name[0] &&
+	    identity_kubevirt_split(id->name, id->ns, sizeof(id->ns))) {
+		n = read_vmm_file(src, pid, fd, "cgroup", buf, 65536);
+		if (n > 0 && strstr(buf, "kubepods"))
+			id->name_at = (unsigned int)identity_kubevirt_split(
+				id->name, id->ns, sizeof(id->ns));
+		else
+			id->ns[0] = '\0';
+	}
 	free(buf);
 }
 

@@ -29,7 +29,32 @@ struct vm_identity {
 	char comm[32];	     /* the VMM's command name; "?" if unreadable */
 	char name[128];	     /* QEMU's -name (guest=), or "" */
 	char uuid[UUID_LEN]; /* QEMU's -uuid in lower case, or "" */
+	/*
+	 * A KubeVirt VM (identity_kubevirt_split()): its namespace, and where
+	 * in name[] the VM's own name starts; "" and 0 for any other VM.
+	 */
+	char ns[64];
+	unsigned int name_at;
+	bool has_uid;	  /* uid is known */
+	unsigned int uid; /* the VMM's effective user id (/proc/PID/status) */
 };
+
+/* The guest's name without KubeVirt's namespace: what the labels call it. */
+static inline const char *identity_vm_name(const struct vm_identity *id)
+{
+	return id->name + id->name_at;
+}
+
+/*
+ * KubeVirt's virt-launcher names the QEMU guest NAMESPACE_VM (its
+ * VMINamespaceKeyFunc), where NAMESPACE is a Kubernetes namespace (a DNS
+ * label: 1 to 63 of [a-z0-9-], a letter or digit at each end) and VM a
+ * VirtualMachineInstance's name (a DNS subdomain: 1 to 253 of [a-z0-9.-],
+ * a letter or digit at each end), neither of which can hold a '_'.  If
+ * @name has that form, its namespace into @ns (@len bytes of room) and
+ * the offset of the VM's name in @name; else 0.
+ */
+size_t identity_kubevirt_split(const char *name, char *ns, size_t len);
 
 /*
  * QEMU's guest name and UUID from its command line (@len bytes of
@@ -45,7 +70,10 @@ void identity_parse_cmdline(const char *cmdline, size_t len,
 
 /*
  * Who VM @pid:@fd of @src is: its VMM's comm and, from its command line,
- * QEMU's name and UUID.  What cannot be read stays "?" (comm) or "".
+ * QEMU's name and UUID; its owner (the effective uid of its status); and,
+ * for a VMM in a Kubernetes pod (its cgroup is under kubepods) whose
+ * guest name has KubeVirt's form, the namespace apart from the name.
+ * What cannot be read stays "?" (comm), "" or unknown (uid).
  */
 void identity_read(const struct source *src, int pid, int fd,
 		   struct vm_identity *id);

@@ -14,8 +14,10 @@
  * exact, where le = hi would claim values equal to hi that the bucket does
  * not hold.  _count is the sum of the buckets (exact); _sum only where KVM
  * keeps the exact sum in a sibling counter (hist_sums[] below).  Labels:
- * pid, fd, the QEMU guest name where there is one, vcpu; kvm_vm_info
- * carries the rest (command name, KVM's id string).
+ * what names the VM across restarts (by default its QEMU guest name, with
+ * KubeVirt's namespace, and UUID; prom_cache_set_vm_labels()), vm="PID:FD"
+ * where those do not tell it from every other VM, vcpu; kvm_vm_info
+ * carries the rest (pid, fd, owner, command name, KVM's id string).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -697,6 +699,14 @@ size_t utf8_seq_len(const unsigned char *p)
  * @s as a label value (@label) or HELP text: valid UTF-8, invalid bytes as
  * U+FFFD; backslash and newline escaped, and in labels the double quote.
  */
+/*
+ * @s for a HELP line, or (@label) as a label value.  A label value is
+ * what a VMM's owner chose (its command line, command name, a stats
+ * directory's id string) and ends up in Grafana's legends and alert
+ * texts: control characters (C0, DEL, C1) and the characters that reorder
+ * or hide text (bidi overrides and isolates, zero-width ones) are left
+ * out of it; bytes that are not UTF-8 become U+FFFD either way.
+ */
 static void prom_escape(struct buf *b, const char *s, bool label)
 {
 	const unsigned char *p = (const unsigned char *)s;
@@ -707,6 +717,10 @@ static void prom_escape(struct buf *b, const char *s, bool label)
 		if (n == 0) {
 			buf_add(b, "\xef\xbf\xbd", 3);
 			p++;
+		} else if (label &&
+			   (n > 1 ? hidden_char(utf8_code_point(p, n)) :
+				    *p < 0x20 || *p == 0x7f)) {
+			p += n; /* stripped */
 		} else if (n > 1) {
 			buf_add(b, p, n);
 			p += n;
@@ -867,8 +881,21 @@ struct family {
 struct objplan {
 	const struct kvmstats_file *file;
 	int pid, fd, vcpu;
-	char *labels; /* "{pid=\"..\",fd=\"..\"[,name=\"..\"][,vcpu=\"..\"]" */
+	char *labels; /* "{name=\"..\",uuid=\"..\"[,vm=\"..\"][,vcpu=\"..\"]" */
 	size_t labels_len;
+};
+
+/*
+ * A VM of the objects (they come grouped by VM): objs[first .. end - 1];
+ * the labels that name it (ident: text of the labels prom_cache's
+ * vm_labels pick, as they are rendered), and whether they do not tell it
+ * from every other VM of the objects (need_vm: none of them, or another
+ * VM's are the same), so that its series also get vm="PID:FD".
+ */
+struct vmplan {
+	size_t first, end;
+	char *ident;
+	bool need_vm;
 };
 
 /* A set of strings (a few hundred at most): linear search is enough. */
@@ -937,11 +964,59 @@ struct prom_cache {
 	size_t info_len;
 	struct prom_skipped skipped;
 	struct buf out;
+	unsigned int vm_labels; /* VML_* */
 };
 
 struct prom_cache *prom_cache_new(void)
 {
-	return calloc(1, sizeof(struct prom_cache));
+	struct prom_cache *c = calloc(1, sizeof(struct prom_cache));
+
+	if (c)
+		c->vm_labels = VML_DEFAULT;
+	return c;
+}
+
+void prom_cache_set_vm_labels(struct prom_cache *c, unsigned int labels)
+{
+	c->vm_labels = labels;
+	c->valid = false;
+}
+
+static const struct {
+	const char *name;
+	unsigned int bit;
+} vm_label_names[] = {
+	{ "name", VML_NAME },
+	{ "uuid", VML_UUID },
+	{ "pid", VML_PID },
+	{ "fd", VML_FD },
+};
+
+int vm_labels_parse(const char *list, unsigned int *out)
+{
+	const char *p = list;
+	unsigned int bits = 0;
+
+	while (*p) {
+		size_t n = strcspn(p, ","), i;
+
+		for (i = 0;
+		     i < sizeof(vm_label_names) / sizeof(vm_label_names[0]);
+		     i++)
+			if (strlen(vm_label_names[i].name) == n &&
+			    !strncmp(p, vm_label_names[i].name, n))
+				break;
+		if (i == sizeof(vm_label_names) / sizeof(vm_label_names[0]))
+			return -EINVAL;
+		bits |= vm_label_names[i].bit;
+		p += n;
+		if (*p == ',' && !*++p)
+			return -EINVAL; /* a trailing comma */
+	}
+	if (!bits)
+		return -EINVAL;
+	*out = bits;
+	return 0;
 }
 
 void prom_cache_set_keep(struct prom_cache *c, prom_keep_fn keep, void *ctx)
@@ -1241,18 +1316,123 @@ static bool plan_valid(const struct prom_cache *c, const struct obj *objs,
 	return true;
 }
 
-/* The labels of objs[k]: {pid, fd, name (if any), vcpu (vCPUs)}. */
-static bool plan_labels(struct objplan *op, const struct obj *o)
+/* ,KEY="VALUE" (the first without its comma), the value escaped. */
+static void put_label(struct buf *b, const char *key, const char *value)
+{
+	buf_printf(b, "%s%s=\"", b->len ? "," : "", key);
+	prom_escape(b, value, true);
+	buf_add(b, "\"", 1);
+}
+
+/*
+ * The labels that name @o's VM across restarts, as @labels (VML_*) picks
+ * them, rendered, into @b: namespace and name, uuid, pid, fd.  Nothing for
+ * a label the VM has no value for.
+ */
+static void ident_labels(struct buf *b, const struct obj *o,
+			 unsigned int labels)
+{
+	char num[16];
+
+	if ((labels & VML_NAME) && o->ns && o->ns[0])
+		put_label(b, "namespace", o->ns);
+	if ((labels & VML_NAME) && o->name && o->name[0])
+		put_label(b, "name", o->name);
+	if ((labels & VML_UUID) && o->uuid && o->uuid[0])
+		put_label(b, "uuid", o->uuid);
+	if (labels & VML_PID) {
+		snprintf(num, sizeof(num), "%d", o->pid);
+		put_label(b, "pid", num);
+	}
+	if (labels & VML_FD) {
+		snprintf(num, sizeof(num), "%d", o->fd);
+		put_label(b, "fd", num);
+	}
+}
+
+static int vmplan_cmp(const void *a, const void *b)
+{
+	const struct vmplan *x = *(const struct vmplan *const *)a;
+	const struct vmplan *y = *(const struct vmplan *const *)b;
+
+	return strcmp(x->ident, y->ident);
+}
+
+static void vmplans_free(struct vmplan *vp, size_t nvp)
+{
+	size_t i;
+
+	for (i = 0; i < nvp; i++)
+		free(vp[i].ident);
+	free(vp);
+}
+
+/*
+ * The VMs of @objs (*@nvp of them, malloc()ed, NULL on failure), each
+ * with its identity labels, and which need vm="PID:FD" besides: a VM
+ * without any, or whose labels another VM of the scrape has too (two
+ * VMMs that claim one guest name, or VMs of one VMM).  Every VM that
+ * shares them gets it, not all but one: which of them is the guest the
+ * name means is not the exporter's to guess (kvm_vm_info has their uid).
+ */
+static struct vmplan *plan_vms(const struct prom_cache *c,
+			       const struct obj *objs, size_t n, size_t *nvp)
+{
+	struct vmplan *vp = calloc(n ? n : 1, sizeof(*vp)), **order = NULL;
+	size_t k, j, nv = 0;
+
+	*nvp = 0;
+	if (!vp)
+		return NULL;
+	for (k = 0; k < n; k = j) {
+		struct buf b = { 0 };
+
+		for (j = k; j < n && objs[j].pid == objs[k].pid &&
+			    objs[j].fd == objs[k].fd;
+		     j++)
+			;
+		ident_labels(&b, &objs[k], c->vm_labels);
+		vp[nv] = (struct vmplan){ .first = k, .end = j };
+		vp[nv].ident = buf_take(&b, NULL);
+		if (!vp[nv].ident) {
+			vmplans_free(vp, nv);
+			return NULL;
+		}
+		vp[nv].need_vm = !vp[nv].ident[0];
+		nv++;
+	}
+	order = malloc((nv ? nv : 1) * sizeof(*order));
+	if (!order) {
+		vmplans_free(vp, nv);
+		return NULL;
+	}
+	for (k = 0; k < nv; k++)
+		order[k] = &vp[k];
+	qsort(order, nv, sizeof(*order), vmplan_cmp);
+	for (k = 0; k + 1 < nv; k++) {
+		if (!strcmp(order[k]->ident, order[k + 1]->ident))
+			order[k]->need_vm = order[k + 1]->need_vm = true;
+	}
+	free(order);
+	*nvp = nv;
+	return vp;
+}
+
+/*
+ * The labels of objs[k] of VM @vm: {its identity labels, vm="PID:FD"
+ * where they do not tell it apart, vcpu (vCPUs)}.
+ */
+static bool plan_labels(struct objplan *op, const struct obj *o,
+			const struct vmplan *vm)
 {
 	struct buf b = { 0 };
 
 	*op = (struct objplan){ o->file, o->pid, o->fd, o->vcpu, NULL, 0 };
-	buf_printf(&b, "{pid=\"%d\",fd=\"%d\"", o->pid, o->fd);
-	if (o->name && o->name[0]) {
-		buf_str(&b, ",name=\"");
-		prom_escape(&b, o->name, true);
-		buf_add(&b, "\"", 1);
-	}
+	buf_add(&b, "{", 1);
+	buf_str(&b, vm->ident);
+	if (vm->need_vm)
+		buf_printf(&b, "%svm=\"%d:%d\"", vm->ident[0] ? "," : "",
+			   o->pid, o->fd);
 	if (o->vcpu >= 0)
 		buf_printf(&b, ",vcpu=\"%d\"", o->vcpu);
 	op->labels = buf_take(&b, &op->labels_len);
@@ -1260,52 +1440,55 @@ static bool plan_labels(struct objplan *op, const struct obj *o)
 }
 
 /*
- * kvm_vm_info: one series of value 1 per VM (each pid, fd of the objects,
- * which come grouped by VM), with what does not fit on every series:
- * QEMU's UUID, the command name and KVM's id string of the VM file.
+ * kvm_vm_info: one series of value 1 per VM, with the labels its series
+ * have (the identity labels, vm where they have it) and what does not fit
+ * on every series: the guest name and UUID whatever the series carry, the
+ * VMM's pid and VM fd, the VMM's owner (effective uid), its command name
+ * and KVM's id string of the VM file.
  */
-static bool plan_info(struct prom_cache *c, const struct obj *objs, size_t n)
+static bool plan_info(struct prom_cache *c, const struct obj *objs,
+		      const struct vmplan *vp, size_t nvp)
 {
 	struct buf b = { 0 };
-	size_t k, j;
+	size_t i, j;
 
-	if (!n)
+	if (!nvp)
 		return true;
-	buf_str(&b, "# HELP kvm_vm_info A VM: its VMM's pid and VM fd, QEMU "
-		    "guest name and UUID, command name and KVM id string; "
-		    "always 1.\n"
+	buf_str(&b, "# HELP kvm_vm_info A VM: the labels its series have, and "
+		    "its QEMU guest name (with KubeVirt's namespace) and UUID, "
+		    "its VMM's pid, VM fd, owner (uid) and command name, KVM's "
+		    "id string; always 1.\n"
 		    "# TYPE kvm_vm_info gauge\n");
-	for (k = 0; k < n; k = j) {
-		const struct obj *vm = NULL;
+	for (i = 0; i < nvp; i++) {
+		const struct obj *o = &objs[vp[i].first], *vm = NULL;
+		struct buf l = { 0 };
+		char num[32];
+		char *text;
 
-		for (j = k; j < n && objs[j].pid == objs[k].pid &&
-			    objs[j].fd == objs[k].fd;
-		     j++)
+		for (j = vp[i].first; j < vp[i].end; j++)
 			if (objs[j].vcpu == -1)
 				vm = &objs[j];
-		buf_printf(&b, "kvm_vm_info{pid=\"%d\",fd=\"%d\"", objs[k].pid,
-			   objs[k].fd);
-		if (objs[k].name && objs[k].name[0]) {
-			buf_str(&b, ",name=\"");
-			prom_escape(&b, objs[k].name, true);
-			buf_add(&b, "\"", 1);
+		/* Every identity label, in the series' order. */
+		ident_labels(&l, o, VML_NAME | VML_UUID | VML_PID | VML_FD);
+		if (vp[i].need_vm) {
+			snprintf(num, sizeof(num), "%d:%d", o->pid, o->fd);
+			put_label(&l, "vm", num);
 		}
-		if (objs[k].uuid && objs[k].uuid[0]) {
-			buf_str(&b, ",uuid=\"");
-			prom_escape(&b, objs[k].uuid, true);
-			buf_add(&b, "\"", 1);
+		if (o->has_uid) {
+			snprintf(num, sizeof(num), "%u", o->uid);
+			put_label(&l, "uid", num);
 		}
-		if (objs[k].comm) {
-			buf_str(&b, ",comm=\"");
-			prom_escape(&b, objs[k].comm, true);
-			buf_add(&b, "\"", 1);
+		if (o->comm)
+			put_label(&l, "comm", o->comm);
+		if (vm)
+			put_label(&l, "id", kvmstats_file_id(vm->file));
+		text = buf_take(&l, NULL);
+		if (!text) {
+			free(b.p);
+			return false;
 		}
-		if (vm) {
-			buf_str(&b, ",id=\"");
-			prom_escape(&b, kvmstats_file_id(vm->file), true);
-			buf_add(&b, "\"", 1);
-		}
-		buf_str(&b, "} 1\n");
+		buf_printf(&b, "kvm_vm_info{%s} 1\n", text);
+		free(text);
 	}
 	c->info = buf_take(&b, &c->info_len);
 	return c->info != NULL;
@@ -1322,8 +1505,8 @@ static const struct {
 	{ "kvm_vcpu_cpu_seconds_total",
 	  "Time the host thread that runs the vCPU spent on a CPU (/proc schedstat)",
 	  false },
-	{ "kvm_vcpu_wait_seconds_total",
-	  "Time the host thread that runs the vCPU was runnable but waited for a CPU: the steal its guest sees (/proc schedstat)",
+	{ "kvm_vcpu_delay_seconds_total",
+	  "Time the host thread that runs the vCPU was runnable but waited on a run queue for a CPU (run-queue delay: the steal its guest sees; /proc schedstat)",
 	  true },
 };
 
@@ -1398,7 +1581,8 @@ static bool plan_build(struct prom_cache *c, const struct obj *objs, size_t n,
 		       const regex_t *filter)
 {
 	struct strset names = { 0 }, seen = { 0 }, unknown = { 0 };
-	size_t k, room = 0;
+	struct vmplan *vp = NULL;
+	size_t k, room = 0, nvp = 0, v;
 	bool ok = false;
 	int pass;
 
@@ -1408,10 +1592,14 @@ static bool plan_build(struct prom_cache *c, const struct obj *objs, size_t n,
 	if (!c->o)
 		return false;
 	c->no = n;
-	for (k = 0; k < n; k++)
-		if (!plan_labels(&c->o[k], &objs[k]))
-			goto out;
-	if (!plan_info(c, objs, n) ||
+	vp = plan_vms(c, objs, n, &nvp);
+	if (!vp)
+		goto out;
+	for (v = 0; v < nvp; v++)
+		for (k = vp[v].first; k < vp[v].end; k++)
+			if (!plan_labels(&c->o[k], &objs[k], &vp[v]))
+				goto out;
+	if (!plan_info(c, objs, vp, nvp) ||
 	    strset_add(&names, 'n', "kvm_vm_info") < 0)
 		goto out;
 	/*
@@ -1494,6 +1682,7 @@ static bool plan_build(struct prom_cache *c, const struct obj *objs, size_t n,
 	c->valid = true;
 	ok = true;
 out:
+	vmplans_free(vp, nvp);
 	strset_free(&names);
 	strset_free(&seen);
 	strset_free(&unknown);

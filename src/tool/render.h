@@ -48,10 +48,17 @@ struct obj {
 	int fd;
 	int vcpu;
 	const struct kvmstats_file *file;
-	const void *data;		 /* a sample of file's data block */
-	const char *name;		 /* QEMU guest name, "" or NULL: none */
+	const void *data; /* a sample of file's data block */
+	/*
+	 * QEMU guest name, "" or NULL: none; for a KubeVirt VM, the VM's
+	 * name without its namespace (ns).
+	 */
+	const char *name;
+	const char *ns;			 /* KubeVirt's namespace, or ""/NULL */
 	const char *comm;		 /* the VMM's command name, or NULL */
 	const char *uuid;		 /* QEMU's -uuid, "" or NULL: none */
+	bool has_uid;			 /* uid is known */
+	unsigned int uid;		 /* the VMM's effective user id */
 	const struct obj_thread *thread; /* vCPUs: its thread, or NULL */
 };
 
@@ -127,6 +134,26 @@ void prom_cache_free(struct prom_cache *c);
 typedef bool (*prom_keep_fn)(void *ctx, const struct obj *o,
 			     const struct kvmstats_stat *s);
 void prom_cache_set_keep(struct prom_cache *c, prom_keep_fn keep, void *ctx);
+
+/*
+ * Which labels name a VM on its series (export --vm-labels): by default
+ * what a guest keeps across restarts of its VMM, its QEMU guest name (a
+ * KubeVirt VM's as namespace and name) and UUID; pid and fd are the
+ * VMM's, new at every restart.  A VM whose labels are empty, or the same
+ * as another VM's in one exposition, also gets vm="PID:FD" on its series
+ * (and kvm_vm_info), so that no two VMs share a series.  kvm_vm_info
+ * always has every one of them.
+ */
+enum {
+	VML_NAME = 1 << 0, /* name, and namespace (KubeVirt) */
+	VML_UUID = 1 << 1,
+	VML_PID = 1 << 2,
+	VML_FD = 1 << 3,
+	VML_DEFAULT = VML_NAME | VML_UUID,
+};
+void prom_cache_set_vm_labels(struct prom_cache *c, unsigned int labels);
+/* "name,uuid,pid,fd" (any of them, in any order) into VML_* bits. */
+int vm_labels_parse(const char *list, unsigned int *out);
 int prom_cache_render(struct prom_cache *c, const struct obj *objs, size_t n,
 		      const regex_t *filter, const char **text, size_t *len);
 

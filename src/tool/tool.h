@@ -225,6 +225,7 @@ struct export_select {
 	const regex_t *exclude; /* --exclude, or NULL */
 	enum export_per per;
 	unsigned int collectors;
+	unsigned int vm_labels;	  /* --vm-labels: VML_* */
 	bool no_exporter_metrics; /* --web.disable-exporter-metrics */
 };
 

@@ -7,8 +7,9 @@
  * default view sums every VM of the host per statistic, x drills down to
  * per VM and per vCPU rows, p and g pick a VM by pid or guest name, f
  * filters, r resets, o sorts, s sets the interval, h helps; the flags
- * -1, -l, -L FILE, -c, -z, -p, -g, -f help and -s mean what they mean
- * there (kvmstats(1) has the table).
+ * -1/--once/--batch (one report), -l, -L FILE, -c/--csv (the log as CSV),
+ * -z, -p, -g, -f help and -s mean what they mean there (kvmstats(1) has
+ * the table).
  *
  * Rows are laid out to the data: each column as wide as its widest cell,
  * the whole as wide as the terminal allows.  Narrower than that, the gaps
@@ -103,7 +104,7 @@ struct top {
 	size_t shown;  /* rows that fit on the screen last drawn */
 	char msg[256]; /* shown instead of the key help until the next key */
 	time_t reset_at;
-	FILE *csv;
+	FILE *csv; /* --report-csv */
 	struct log log;
 };
 
@@ -1693,7 +1694,8 @@ static void usage_top(FILE *f)
 {
 	fputs("Usage: kvmstats top [VM] [-d|-s SECONDS] [--per host|vm|vcpu]\n"
 	      "                    [-s KEY] [-f REGEX|help] [-p PID[:FD]] [-g NAME]\n"
-	      "                    [--batch|-1 [-n N]] [-l|-L FILE [-c] [-z]] [--csv FILE]\n"
+	      "                    [--batch|-1] [-n N] [-l|-L FILE [-c|--csv] [-z]]\n"
+	      "                    [--report-csv FILE]\n"
 	      "Live totals and rates per second of the scalar statistics, summed over\n"
 	      "every VM of the host (or VM: PID, PID:FD, QEMU guest name or UUID), per\n"
 	      "VM or per vCPU.  New VMs appear as they start; VMs whose process exited\n"
@@ -1707,15 +1709,17 @@ static void usage_top(FILE *f)
 	      "  -f REGEX                only statistics whose name matches; help: list them\n"
 	      "  -p, --pid PID[:FD]      only the VMs of that process (or that VM)\n"
 	      "  -g, --guest NAME        only the VMs with that QEMU guest name\n"
-	      "  -b, --batch             plain text reports instead of the full screen\n"
-	      "  -1, --once              one report after one interval (--batch -n 1)\n"
-	      "  -n N                    stop after N reports\n"
+	      "  -1, --once, --batch     one plain text report after one interval, as\n"
+	      "                          kvm_stat's; with -n N, N reports\n"
+	      "  -n N                    stop after N reports (or screens); reports\n"
+	      "                          go on until stopped when the output is not a\n"
+	      "                          terminal\n"
 	      "  -l, --log               a line per interval, like vmstat: the change of\n"
 	      "                          each statistic, summed over the VMs shown\n"
 	      "  -L, --log-to-file FILE  the same, appended to FILE (SIGHUP reopens it)\n"
-	      "  -c                      the log as CSV\n"
+	      "  -c, --csv               the log as CSV (with -l or -L)\n"
 	      "  -z, --skip-zero-records leave out log lines where nothing changed\n"
-	      "  --csv FILE              also log every report to FILE as CSV\n"
+	      "  --report-csv FILE       also write every report's rows to FILE as CSV\n"
 	      "Keys: h help, q quit, f filter, p pid, g guest, c clear, x view, o sort,\n"
 	      "r reset, s interval, + and -, arrows, PgUp, PgDn, Home, End scroll.\n",
 	      f);
@@ -1732,8 +1736,25 @@ static int refresh_error(const struct source *src, int err)
 
 enum {
 	OPT_CSV = 256,
+	OPT_REPORT_CSV,
 	OPT_PER,
 };
+
+/*
+ * The forms whose meaning changed to kvm_stat's (issue 28), refused with
+ * what to type instead.  Returns EXIT_USAGE.
+ */
+static int old_form(const char *what)
+{
+	if (!strcmp(what, "-b"))
+		errmsg("top: -b is gone: --batch (or -1) is kvm_stat's, one report; -n N makes it N, and reports go on until stopped when the output is not a terminal");
+	else if (!strcmp(what, "--csv=FILE"))
+		errmsg("top: --csv takes no FILE: as kvm_stat's, it is a switch that writes the log of -l or -L as CSV (-L FILE --csv); --report-csv FILE writes every report's rows");
+	else
+		errmsg("top: %s is kvm_stat's switch for the log of -l or -L (-l --csv, -L FILE --csv); --report-csv FILE writes every report's rows as CSV",
+		       what);
+	return EXIT_USAGE;
+}
 
 int cmd_top(int argc, char **argv)
 {
@@ -1746,24 +1767,33 @@ int cmd_top(int argc, char **argv)
 		{ "fields", required_argument, NULL, 'f' },
 		{ "pid", required_argument, NULL, 'p' },
 		{ "guest", required_argument, NULL, 'g' },
-		{ "batch", no_argument, NULL, 'b' },
+		{ "batch", no_argument, NULL, '1' },
 		{ "once", no_argument, NULL, '1' },
 		{ "log", no_argument, NULL, 'l' },
 		{ "log-to-file", required_argument, NULL, 'L' },
 		{ "skip-zero-records", no_argument, NULL, 'z' },
-		{ "csv", required_argument, NULL, OPT_CSV },
+		{ "csv", optional_argument, NULL, OPT_CSV },
+		{ "report-csv", required_argument, NULL, OPT_REPORT_CSV },
 		{ "help", no_argument, NULL, 'h' },
 		{}
 	};
 	struct top t = { .interval = 1.0 };
-	const char *csv = NULL, *sel = NULL;
+	const char *csv = NULL, *sel = NULL, *after_csv = NULL,
+		   *csv_flag = NULL;
 	bool batch = false, fields_help = false, sel_guest = false;
-	long count = -1, done = 0;
+	long count = -1, done = 0, reports = -1;
 	struct sigaction sa = { .sa_handler = on_signal };
 	struct source src;
 	char *end;
 	int c, err, nsel = 0, rc = EXIT_OK;
 
+	/*
+	 * The word after --csv: a FILE, as --csv took one before it became
+	 * kvm_stat's switch, when no VM is called so (said below).
+	 */
+	for (c = 1; c + 1 < argc; c++)
+		if (!strcmp(argv[c], "--csv") && argv[c + 1][0] != '-')
+			after_csv = argv[c + 1];
 	while ((c = getopt_long(argc, argv, ":d:s:f:p:g:b1n:lL:czh", opts,
 				NULL)) != -1) {
 		switch (c) {
@@ -1837,15 +1867,14 @@ sort:
 			nsel++;
 			break;
 		case 'b':
-			batch = true;
-			break;
+			return old_form("-b");
 		case '1':
 			batch = true;
 			count = 1;
 			break;
 		case 'n':
-			count = strtol(optarg, &end, 10);
-			if (end == optarg || *end || count < 1) {
+			reports = strtol(optarg, &end, 10);
+			if (end == optarg || *end || reports < 1) {
 				errmsg("top: -n wants a positive count, not '%s'",
 				       optarg);
 				return EXIT_USAGE;
@@ -1860,11 +1889,18 @@ sort:
 			break;
 		case 'c':
 			t.log.csv = true;
+			csv_flag = csv_flag ? csv_flag : "-c";
 			break;
 		case 'z':
 			t.log.skip_zero = true;
 			break;
 		case OPT_CSV:
+			if (optarg)
+				return old_form("--csv=FILE");
+			t.log.csv = true;
+			csv_flag = "--csv";
+			break;
+		case OPT_REPORT_CSV:
 			csv = optarg;
 			break;
 		case 'h':
@@ -1887,8 +1923,12 @@ sort:
 		errmsg("top: one VM selection at a time (VM, -p or -g)");
 		return EXIT_USAGE;
 	}
-	if ((t.log.csv || t.log.skip_zero) && !t.log.on) {
-		errmsg("top: -%c needs -l or -L", t.log.csv ? 'c' : 'z');
+	if (reports > 0)
+		count = reports; /* -n N, whether or not --batch says 1 */
+	if (t.log.csv && !t.log.on)
+		return old_form(csv_flag);
+	if (t.log.skip_zero && !t.log.on) {
+		errmsg("top: -z needs -l or -L");
 		return EXIT_USAGE;
 	}
 	if (t.log.on) {
@@ -1911,7 +1951,8 @@ sort:
 	if (csv) {
 		t.csv = fopen(csv, "we");
 		if (!t.csv) {
-			errmsg("top: --csv %s: %s", csv, strerror(errno));
+			errmsg("top: --report-csv %s: %s", csv,
+			       strerror(errno));
 			source_fini(&src);
 			return EXIT_FAIL;
 		}
@@ -1931,6 +1972,9 @@ sort:
 	if (t.sel.kind != SEL_ALL && !count_selected(&t, &t.sel)) {
 		if (sel_guest)
 			errmsg("top: no VM has the guest name '%s' (see kvmstats list)",
+			       t.sel.text);
+		else if (sel && sel == after_csv)
+			errmsg("top: no VM matches '%s' (see kvmstats list); --csv takes no FILE: as kvm_stat's, it writes the log as CSV (-L FILE --csv), and --report-csv FILE writes every report's rows",
 			       t.sel.text);
 		else
 			errmsg("no VM matches '%s' (see kvmstats list)",
@@ -2063,7 +2107,7 @@ sort:
 		rc = EXIT_PARTIAL;
 out:
 	if (t.csv && fclose(t.csv)) {
-		errmsg("top: --csv %s: %s", csv, strerror(errno));
+		errmsg("top: --report-csv %s: %s", csv, strerror(errno));
 		rc = rc ? rc : EXIT_FAIL;
 	}
 	if (t.log.f && t.log.f != stdout && fclose(t.log.f)) {

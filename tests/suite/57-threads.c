@@ -717,8 +717,8 @@ static void check_qemu(void)
 	run(TOOL " export -f '^exits$'");
 	snprintf(
 		want, sizeof(want),
-		"\nkvm_vm_info{pid=\"%d\",fd=\"%d\",name=\"kvmstats-q\",uuid=\"%s\",comm=\"qemu-system-x86\",id=\"kvm-",
-		q, fd, uuid);
+		"\nkvm_vm_info{name=\"kvmstats-q\",uuid=\"%s\",pid=\"%d\",fd=\"%d\",uid=\"0\",comm=\"qemu-system-x86\",id=\"kvm-",
+		uuid, q, fd);
 	tap_check(strstr(out, want) != NULL,
 		  "export: kvm_vm_info of QEMU's VM has name and uuid");
 	for (i = 0; i < 2; i++) {

@@ -407,9 +407,8 @@ static void check_values(struct vm *vm, int nfd, const char *what, bool hists,
 		if (is_hist(d))
 			continue;
 		prom_family(d, fam, sizeof(fam));
-		snprintf(line, sizeof(line),
-			 "\n%s{pid=\"%d\",fd=\"%d\",vcpu=\"0\"} ", fam,
-			 getpid(), vm->fd);
+		snprintf(line, sizeof(line), "\n%s{vm=\"%d:%d\",vcpu=\"0\"} ",
+			 fam, getpid(), vm->fd);
 		p = strstr(export_out, line);
 		if (!p) {
 			tap_diag("export: no line %s", line + 1);
@@ -449,11 +448,12 @@ static void check_values(struct vm *vm, int nfd, const char *what, bool hists,
 			fclose(cf);
 		snprintf(
 			want, sizeof(want),
-			"\nkvm_vm_info{pid=\"%d\",fd=\"%d\",comm=\"%s\",id=\"kvm-%d\"} 1\n",
-			getpid(), vm->fd, comm, getpid());
+			"\nkvm_vm_info{pid=\"%d\",fd=\"%d\",vm=\"%d:%d\",uid=\"%u\",comm=\"%s\",id=\"kvm-%d\"} 1\n",
+			getpid(), vm->fd, getpid(), vm->fd, geteuid(), comm,
+			getpid());
 		tap_check(
 			strstr(export_out, want) != NULL,
-			"%s: export: kvm_vm_info{pid, fd, comm, id} of the VM is 1",
+			"%s: export: kvm_vm_info{pid, fd, vm, uid, comm, id} of the VM is 1",
 			what);
 		if (!strstr(export_out, want))
 			tap_diag("no line %s", want + 1);
@@ -461,8 +461,8 @@ static void check_values(struct vm *vm, int nfd, const char *what, bool hists,
 	if (hists) {
 		char labels[256];
 
-		snprintf(labels, sizeof(labels),
-			 "{pid=\"%d\",fd=\"%d\",vcpu=\"0\"", getpid(), vm->fd);
+		snprintf(labels, sizeof(labels), "{vm=\"%d:%d\",vcpu=\"0\"",
+			 getpid(), vm->fd);
 		for (i = 0; i < (int)h->num_desc; i++) {
 			const struct kvm_stats_desc *d = stats_desc(&native, i);
 
@@ -482,7 +482,7 @@ static void check_values(struct vm *vm, int nfd, const char *what, bool hists,
 		rc = run(TOOL " export --per vm -f '^" STAT_IO_EXITS "$'");
 		snprintf(line, sizeof(line),
 			 "\nkvm_vcpu_" STAT_IO_EXITS
-			 "_total{pid=\"%d\",fd=\"%d\"} %llu\n",
+			 "_total{vm=\"%d:%d\"} %llu\n",
 			 getpid(), vm->fd, (unsigned long long)v);
 		tap_check(rc == 0 && strstr(out, line) &&
 				  !strstr(out, "vcpu=\""),
@@ -638,8 +638,9 @@ static void check_top_lifecycle(void)
 		int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
 
 		dup2(fd, 1);
-		execl(TOOL, "kvmstats", "top", "--batch", "-d", "0.5", "--per",
-		      "vm", "-f", "^exits$", (char *)NULL);
+		/* Reports to a file until stopped (--batch is one report). */
+		execl(TOOL, "kvmstats", "top", "-d", "0.5", "--per", "vm", "-f",
+		      "^exits$", (char *)NULL);
 		_exit(127);
 	}
 	msleep(1200);
@@ -655,7 +656,8 @@ static void check_top_lifecycle(void)
 		  "top: the VM is marked (exited) once its process is gone");
 	kill(top, SIGTERM);
 	waitpid(top, &st, 0);
-	tap_check(WIFEXITED(st), "top --batch ends cleanly on SIGTERM");
+	tap_check(WIFEXITED(st),
+		  "top (reports to a file) ends cleanly on SIGTERM");
 }
 
 /*

@@ -32,6 +32,7 @@
 #include "libkvmstats.h"
 #include "identity.h"
 #include "render.h"
+#include "tool.h"
 #include "json_check.h"
 
 static int failures, passes;
@@ -297,6 +298,15 @@ struct synth {
 	size_t n;
 	struct obj *objs;
 	unsigned char **bufs;
+	/*
+	 * What each object's file was written from, for the checks that
+	 * work the exposition out without the library: its descriptors (as
+	 * the test wrote them), their number, its data block and its id.
+	 */
+	struct dsc **descs;
+	unsigned int *ndescs;
+	uint64_t **raw;
+	char **ids;
 };
 
 /*
@@ -317,6 +327,10 @@ static void synth_make(struct synth *sy, unsigned int vms, unsigned int vcpus,
 	make_vcpu_descs();
 	sy->objs = calloc(room, sizeof(*sy->objs));
 	sy->bufs = calloc(room, sizeof(*sy->bufs));
+	sy->descs = calloc(room, sizeof(*sy->descs));
+	sy->ndescs = calloc(room, sizeof(*sy->ndescs));
+	sy->raw = calloc(room, sizeof(*sy->raw));
+	sy->ids = calloc(room, sizeof(*sy->ids));
 	for (v = 0; v < vms + (odd ? 1 : 0); v++) {
 		bool special = v == vms;
 		int pid = 1000 + 37 * (int)v, vfd = 10 + (int)(v % 7);
@@ -353,6 +367,12 @@ static void synth_make(struct synth *sy, unsigned int vms, unsigned int vcpus,
 				snprintf(id, sizeof(id), "kvm-%d", pid + 1);
 			synth_fill(d, nd, data, k * 7919 + 1);
 			im = build(id, d, nd, dsize, data);
+			sy->descs[k] = malloc(nd * sizeof(*d));
+			memcpy(sy->descs[k], d, nd * sizeof(*d));
+			sy->ndescs[k] = nd;
+			sy->raw[k] = malloc(dsize);
+			memcpy(sy->raw[k], data, dsize);
+			sy->ids[k] = strdup(id);
 			if (dir) {
 				char sub[512], name[64];
 
@@ -396,9 +416,16 @@ static void synth_free(struct synth *sy)
 	for (k = 0; k < sy->n; k++) {
 		kvmstats_file_free((struct kvmstats_file *)sy->objs[k].file);
 		free(sy->bufs[k]);
+		free(sy->descs[k]);
+		free(sy->raw[k]);
+		free(sy->ids[k]);
 	}
 	free(sy->objs);
 	free(sy->bufs);
+	free(sy->descs);
+	free(sy->ndescs);
+	free(sy->raw);
+	free(sy->ids);
 }
 
 /*
@@ -676,38 +703,38 @@ static void test_layouts(const char *dir)
 		}
 		check(strstr(p, "# TYPE kvm_vcpu_io_exits_total counter\n") &&
 			      strstr(p,
-				     "kvm_vcpu_io_exits_total{pid=\"1234\",fd=\"10\",name=\"web\\\"1\",vcpu=\"0\"} 424242\n"),
-		      "Prometheus counter with _total and pid/fd/name/vcpu labels (name escaped)");
+				     "kvm_vcpu_io_exits_total{name=\"web\\\"1\",vcpu=\"0\"} 424242\n"),
+		      "Prometheus counter with _total and name/vcpu labels (name escaped): a named VM needs no pid or fd");
 		check(strstr(p,
 			     "# TYPE kvm_vcpu_halt_wait_seconds_total counter\n") &&
 			      strstr(p,
-				     "kvm_vcpu_halt_wait_seconds_total{pid=\"1234\",fd=\"10\",name=\"web\\\"1\",vcpu=\"0\"} 0.0000015\n"),
+				     "kvm_vcpu_halt_wait_seconds_total{name=\"web\\\"1\",vcpu=\"0\"} 0.0000015\n"),
 		      "Prometheus: _ns counter becomes _seconds_total, exact value");
 		check(strstr(p, "# TYPE kvm_vm_max_mmu_rmap_size gauge\n") &&
 			      strstr(p,
-				     "kvm_vm_max_mmu_rmap_size{pid=\"1234\",fd=\"10\",name=\"web\\\"1\"} 1014\n") &&
+				     "kvm_vm_max_mmu_rmap_size{name=\"web\\\"1\"} 1014\n") &&
 			      strstr(p, "# TYPE kvm_vcpu_blocking gauge\n") &&
 			      strstr(p,
-				     "kvm_vcpu_blocking{pid=\"1234\",fd=\"10\",name=\"web\\\"1\",vcpu=\"0\"} 1\n"),
+				     "kvm_vcpu_blocking{name=\"web\\\"1\",vcpu=\"0\"} 1\n"),
 		      "Prometheus: peak and boolean as gauges, boolean 0/1");
 		check(strstr(p,
 			     "# TYPE kvm_vm_info gauge\n"
-			     "kvm_vm_info{pid=\"1234\",fd=\"10\",name=\"web\\\"1\",comm=\"qemu\\\\x\",id=\"kvm-1234\"} 1\n") &&
+			     "kvm_vm_info{name=\"web\\\"1\",pid=\"1234\",fd=\"10\",comm=\"qemu\\\\x\",id=\"kvm-1234\"} 1\n") &&
 			      !strstr(p, "id=\"kvm-1235/vcpu-0\""),
 		      "Prometheus: kvm_vm_info has pid, fd, name, comm and id; no series repeats the id");
 		q = strstr(
 			p,
 			"# TYPE kvm_vcpu_halt_wait_hist_seconds histogram\n");
-		check(q && strstr(q, "kvm_vcpu_halt_wait_hist_seconds_bucket{pid=\"1234\",fd=\"10\",name=\"web\\\"1\",vcpu=\"0\",le=\"0\"} 2\n") &&
+		check(q && strstr(q, "kvm_vcpu_halt_wait_hist_seconds_bucket{name=\"web\\\"1\",vcpu=\"0\",le=\"0\"} 2\n") &&
 			      strstr(q, "le=\"0.000000001\"} 5\n") &&
 			      strstr(q, "le=\"0.000001023\"} 5\n") &&
 			      strstr(q, "le=\"0.000002047\"} 12\n") &&
 			      strstr(q, "le=\"+Inf\"} 13\n") &&
 			      strstr(q,
-				     "kvm_vcpu_halt_wait_hist_seconds_count{pid=\"1234\",fd=\"10\",name=\"web\\\"1\",vcpu=\"0\"} 13\n"),
+				     "kvm_vcpu_halt_wait_hist_seconds_count{name=\"web\\\"1\",vcpu=\"0\"} 13\n"),
 		      "Prometheus histogram: cumulative buckets, le in seconds, +Inf, _count");
 		check(q && strstr(q,
-				  "kvm_vcpu_halt_wait_hist_seconds_sum{pid=\"1234\",fd=\"10\",name=\"web\\\"1\",vcpu=\"0\"} 0.0000015\n"),
+				  "kvm_vcpu_halt_wait_hist_seconds_sum{name=\"web\\\"1\",vcpu=\"0\"} 0.0000015\n"),
 		      "Prometheus: halt_wait_hist has _sum = halt_wait_ns in seconds (KVM adds both together)");
 		check(strstr(p,
 			     "kvm_vcpu_halt_poll_success_hist_seconds_sum{") &&
@@ -803,7 +830,7 @@ static void test_linear(void)
 		kvmstats_file_read(f, b, sizeof(b));
 		p = render(prom_render, &o, 1);
 		check(strstr(p,
-			     "kvm_vm_lin_bytes_bucket{pid=\"1\",fd=\"3\",le=\"9216\"} 1\n") &&
+			     "kvm_vm_lin_bytes_bucket{vm=\"1:3\",le=\"9216\"} 1\n") &&
 			      strstr(p, "le=\"29696\"} 6\n") &&
 			      strstr(p, "le=\"+Inf\"} 10\n"),
 		      "Prometheus linear histogram: le = (i+1)*bucket_size - 1 raw, in bytes");
@@ -1075,14 +1102,550 @@ out:
 	close(kvm);
 }
 
+/* ------------------------------------------- the exposition, worked out */
+
+/*
+ * What follows checks an exposition against what it must be, worked out
+ * here from first principles and never from the renderer or the library:
+ *   - a stats file is read as the KVM binary stats format defines it
+ *     (struct kvm_stats_header and struct kvm_stats_desc of <linux/kvm.h>:
+ *     type, unit and base in the flags, a value is raw * base^exponent),
+ *     or, for the synthetic host, taken from the descriptors and data
+ *     this program wrote;
+ *   - a histogram's buckets from KVM's definition: log2, bucket 0 holds 0
+ *     and bucket i the values 2^(i-1) .. 2^i - 1 (the kernel files a value
+ *     at index fls64(value), the last bucket taking the rest); linear,
+ *     bucket i holds i * bucket_size .. (i + 1) * bucket_size - 1; so the
+ *     inclusive bound le of bucket i is 2^i - 1 or (i + 1) * bucket_size
+ *     - 1, in raw units;
+ *   - every number in exact decimal, by integer arithmetic on decimal
+ *     digits: no double, no kvmstats_scale();
+ *   - the names and labels as kvmstats(1), PROMETHEUS NAMES, says them;
+ *   - the exposition read by a parser of the text format written here,
+ *     labels as sets, values compared as exact decimals.
+ */
+
+#define DEC_DIGITS 800
+
+/*
+ * @raw * @base^@exp (base 10 or 2) as exact decimal text into @out: no
+ * leading zeros, no trailing zeros after the point, no exponent.
+ */
+static void exact_decimal(uint64_t raw, int base, int exp, char *out,
+			  size_t len)
+{
+	unsigned char d[DEC_DIGITS] = { 0 }; /* little-endian decimal digits */
+	int nd = 0, point = 0, i, k, mul, times;
+	char *p = out;
+
+	for (; raw; raw /= 10)
+		d[nd++] = (unsigned char)(raw % 10);
+	if (base == 10 && exp > 0) {
+		memmove(d + exp, d, (size_t)nd);
+		memset(d, 0, (size_t)exp);
+		nd += nd ? exp : 0;
+	} else if (base == 10) {
+		point = -exp;
+	}
+	if (base == 2) {
+		/* 2^e, or 2^-e = 5^e / 10^e. */
+		mul = exp >= 0 ? 2 : 5;
+		times = exp >= 0 ? exp : -exp;
+		point = exp >= 0 ? 0 : -exp;
+		for (k = 0; k < times; k++) {
+			int carry = 0;
+
+			for (i = 0; i < nd || carry; i++) {
+				int v = (i < nd ? d[i] : 0) * mul + carry;
+
+				d[i] = (unsigned char)(v % 10);
+				carry = v / 10;
+				if (i >= nd)
+					nd = i + 1;
+			}
+		}
+	}
+	/* Trailing zeros after the point go. */
+	while (point > 0 && nd > 0 && d[0] == 0) {
+		memmove(d, d + 1, (size_t)--nd);
+		point--;
+	}
+	if (nd <= point) {
+		*p++ = '0';
+	} else {
+		for (i = nd - 1; i >= point; i--)
+			*p++ = (char)('0' + d[i]);
+	}
+	if (point > 0 && nd > 0) {
+		*p++ = '.';
+		for (i = point - 1; i >= 0; i--)
+			*p++ = (char)('0' + (i < nd ? d[i] : 0));
+	}
+	*p = '\0';
+	(void)len;
+}
+
+/*
+ * A number as the exposition writes it ([-]digits[.digits][e[+-]digits],
+ * or +Inf) in the form of exact_decimal(), into @out; false if it is not
+ * one.  So that any exact way of writing a value passes, and no rounded
+ * one does.
+ */
+static bool canonical_number(const char *s, char *out, size_t len)
+{
+	char digits[DEC_DIGITS];
+	int nd = 0, point = -1, e = 0, i, lead, end;
+	char *p = out;
+
+	if (!strcmp(s, "+Inf") || !strcmp(s, "-Inf") || !strcmp(s, "NaN")) {
+		snprintf(out, len, "%s", s);
+		return true;
+	}
+	if (*s == '-')
+		return false; /* nothing here is negative */
+	for (; *s; s++) {
+		if (isdigit((unsigned char)*s) && nd < DEC_DIGITS - 1)
+			digits[nd++] = *s;
+		else if (*s == '.' && point < 0)
+			point = nd;
+		else
+			break;
+	}
+	if (*s == 'e' || *s == 'E')
+		e = (int)strtol(s + 1, (char **)&s, 10);
+	if (*s || !nd)
+		return false;
+	if (point < 0)
+		point = nd;
+	point += e; /* digits[0 .. point-1] are the integer part */
+	for (lead = 0; lead < nd - 1 && lead < point - 1 && digits[lead] == '0';
+	     lead++)
+		;
+	for (end = nd; end > point && end > 0 && digits[end - 1] == '0'; end--)
+		;
+	if (point <= 0) {
+		*p++ = '0';
+	} else {
+		for (i = lead; i < point; i++)
+			*p++ = i < end ? digits[i] : '0';
+	}
+	if (end > point) {
+		*p++ = '.';
+		for (i = point < 0 ? point : point; i < end; i++)
+			*p++ = i < 0 ? '0' : digits[i];
+	}
+	*p = '\0';
+	if (!strcmp(out, "") || !strcmp(out, "."))
+		snprintf(out, len, "0");
+	return true;
+}
+
+/* One sample line of an exposition: its name, labels and value. */
+struct sample {
+	char *name;
+	char *labels; /* KEY=VALUE, unescaped, sorted, separated by \x1e */
+	char *value;  /* canonical_number() */
+	bool seen;    /* matched by an expectation */
+};
+
+struct expo {
+	struct sample *s;
+	size_t n;
+	char **types; /* "NAME TYPE" of each TYPE line */
+	char **helps; /* NAME of each HELP line */
+	size_t ntypes, nhelps;
+	bool bad; /* a line that does not parse */
+	char why[256];
+};
+
+static int str_cmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/*
+ * The labels {K="V",...} at *@pp (after the '{'), unescaped (\\, \", \n),
+ * as sorted KEY=VALUE\x1e... into a malloc()ed string; *@pp after '}'.
+ */
+static char *parse_labels(const char **pp)
+{
+	char *pairs[64], *out;
+	const char *p = *pp;
+	size_t np = 0, i, total = 1;
+
+	while (*p && *p != '}') {
+		char buf[2048];
+		size_t n = 0;
+
+		while (*p && *p != '=' && n < sizeof(buf) - 2)
+			buf[n++] = *p++;
+		if (*p != '=' || p[1] != '"' || np == 64)
+			return NULL;
+		buf[n++] = '=';
+		p += 2;
+		while (*p && *p != '"' && n < sizeof(buf) - 1) {
+			if (*p == '\\') {
+				p++;
+				buf[n++] = *p == 'n' ? '\n' : *p;
+				if (*p)
+					p++;
+				continue;
+			}
+			buf[n++] = *p++;
+		}
+		if (*p != '"')
+			return NULL;
+		p++;
+		buf[n] = '\0';
+		pairs[np++] = strdup(buf);
+		if (*p == ',')
+			p++;
+	}
+	if (*p != '}')
+		return NULL;
+	*pp = p + 1;
+	qsort(pairs, np, sizeof(pairs[0]), str_cmp);
+	for (i = 0; i < np; i++)
+		total += strlen(pairs[i]) + 1;
+	out = calloc(1, total);
+	for (i = 0; i < np; i++) {
+		strcat(out, pairs[i]);
+		strcat(out, "\x1e");
+		free(pairs[i]);
+	}
+	return out;
+}
+
+static void expo_parse(const char *text, struct expo *x)
+{
+	const char *line = text;
+
+	memset(x, 0, sizeof(*x));
+	while (line && *line) {
+		const char *nl = strchr(line, '\n'), *p;
+		char *l =
+			strndup(line, nl ? (size_t)(nl - line) : strlen(line));
+		char num[DEC_DIGITS + 8];
+
+		line = nl ? nl + 1 : NULL;
+		if (!strncmp(l, "# TYPE ", 7)) {
+			x->types = realloc(x->types,
+					   (x->ntypes + 1) * sizeof(*x->types));
+			x->types[x->ntypes++] = strdup(l + 7);
+		} else if (!strncmp(l, "# HELP ", 7)) {
+			x->helps = realloc(x->helps,
+					   (x->nhelps + 1) * sizeof(*x->helps));
+			x->helps[x->nhelps++] =
+				strndup(l + 7, strcspn(l + 7, " "));
+		} else if (l[0] && l[0] != '#') {
+			struct sample sm = { 0 };
+
+			p = l + strcspn(l, "{ ");
+			sm.name = strndup(l, (size_t)(p - l));
+			if (*p == '{') {
+				p++;
+				sm.labels = parse_labels(&p);
+			} else {
+				sm.labels = strdup("");
+			}
+			if (!sm.labels || *p != ' ' ||
+			    !canonical_number(p + 1, num, sizeof(num))) {
+				if (!x->bad)
+					snprintf(x->why, sizeof(x->why),
+						 "cannot parse: %.200s", l);
+				x->bad = true;
+				free(sm.name);
+				free(sm.labels);
+				free(l);
+				continue;
+			}
+			sm.value = strdup(num);
+			x->s = realloc(x->s, (x->n + 1) * sizeof(*x->s));
+			x->s[x->n++] = sm;
+		}
+		free(l);
+	}
+}
+
+static void expo_free(struct expo *x)
+{
+	size_t i;
+
+	for (i = 0; i < x->n; i++) {
+		free(x->s[i].name);
+		free(x->s[i].labels);
+		free(x->s[i].value);
+	}
+	for (i = 0; i < x->ntypes; i++)
+		free(x->types[i]);
+	for (i = 0; i < x->nhelps; i++)
+		free(x->helps[i]);
+	free(x->s);
+	free(x->types);
+	free(x->helps);
+}
+
+/* The sample @name{@labels} (sorted KEY=VALUE\x1e...), or NULL. */
+static struct sample *expo_find(struct expo *x, const char *name,
+				const char *labels)
+{
+	size_t i;
+
+	for (i = 0; i < x->n; i++)
+		if (!strcmp(x->s[i].name, name) &&
+		    !strcmp(x->s[i].labels, labels))
+			return &x->s[i];
+	return NULL;
+}
+
+/* Is there a TYPE line "@name @type", and a HELP line of @name, once each? */
+static bool expo_family(const struct expo *x, const char *name,
+			const char *type)
+{
+	size_t i, n = strlen(name), types = 0, helps = 0;
+	bool found = false;
+
+	for (i = 0; i < x->ntypes; i++) {
+		if (strncmp(x->types[i], name, n) || x->types[i][n] != ' ')
+			continue;
+		types++;
+		found |= !strcmp(x->types[i] + n + 1, type);
+	}
+	for (i = 0; i < x->nhelps; i++)
+		helps += !strcmp(x->helps[i], name);
+	return types == 1 && found && helps == 1;
+}
+
+/* A label set: pairs KEY, VALUE, ... (NULL-terminated), sorted, joined. */
+static void label_set(char *out, size_t len, const char *const *kv)
+{
+	const char *pairs[32];
+	char buf[32][600];
+	size_t n = 0, i;
+
+	for (; kv[0]; kv += 2) {
+		snprintf(buf[n], sizeof(buf[n]), "%s=%s", kv[0], kv[1]);
+		pairs[n] = buf[n];
+		n++;
+	}
+	qsort(pairs, n, sizeof(pairs[0]), str_cmp);
+	out[0] = '\0';
+	for (i = 0; i < n; i++) {
+		strncat(out, pairs[i], len - strlen(out) - 2);
+		strncat(out, "\x1e", len - strlen(out) - 1);
+	}
+}
+
+/* kvmstats(1), PROMETHEUS NAMES: the family name of statistic @d. */
+static void family_name(const struct dsc *d, bool vcpu, char *out, size_t len)
+{
+	static const struct {
+		uint32_t unit;
+		const char *base, *raw[4];
+	} units[] = {
+		{ 0x20, "_seconds", { "_ns", "_us", "_ms", "_seconds" } },
+		{ 0x10, "_bytes", { "_bytes" } },
+		{ 0x30, "_cycles", { "_cycles" } },
+	};
+	char name[128];
+	const char *suffix = "";
+	size_t i, j, n;
+
+	snprintf(name, sizeof(name), "%s", d->name);
+	for (i = 0; name[i]; i++)
+		name[i] = (char)tolower((unsigned char)name[i]);
+	for (i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+		if ((d->flags & 0xf0) != units[i].unit)
+			continue;
+		suffix = units[i].base;
+		for (j = 0; j < 4 && units[i].raw[j]; j++) {
+			n = strlen(name);
+			if (n > strlen(units[i].raw[j]) &&
+			    !strcmp(name + n - strlen(units[i].raw[j]),
+				    units[i].raw[j])) {
+				name[n - strlen(units[i].raw[j])] = '\0';
+				break;
+			}
+		}
+	}
+	snprintf(out, len, "kvm_%s_%s%s%s", vcpu ? "vcpu" : "vm", name, suffix,
+		 (d->flags & 0xf) == 0 ? "_total" : "");
+}
+
+/*
+ * Every series statistic @d of one object (raw data block @raw, whose
+ * descriptors are @all, @nall of them) must have in @x, with the labels
+ * @labels (KEY, VALUE, ... without vcpu) and vcpu @vcpu (-1: none).
+ * Marks the samples it finds; prints what is wrong; false then.
+ */
+static bool expect_stat(struct expo *x, const struct dsc *d,
+			const struct dsc *all, unsigned int nall,
+			const uint64_t *raw, const char *const *labels,
+			int vcpu)
+{
+	const char *kv[40];
+	char fam[160], name[200], set[2048], want[DEC_DIGITS], vc[16], cnt[32];
+	unsigned int type = d->flags & 0xf, b, i;
+	int base = (d->flags & 0xf00) == 0x100 ? 2 : 10, k = 0;
+	uint64_t cum = 0;
+	struct sample *s;
+	bool ok = true;
+
+	family_name(d, vcpu >= 0, fam, sizeof(fam));
+	for (; labels[k]; k++)
+		kv[k] = labels[k];
+	if (vcpu >= 0) {
+		snprintf(vc, sizeof(vc), "%d", vcpu);
+		kv[k++] = "vcpu";
+		kv[k++] = vc;
+	}
+	kv[k] = kv[k + 1] = kv[k + 2] = NULL;
+	if (type < 3) {
+		uint64_t v = raw[d->offset / 8];
+
+		if ((d->flags & 0xf0) == 0x40)
+			snprintf(want, sizeof(want), "%d", v != 0);
+		else
+			exact_decimal(v, base, d->exponent, want, sizeof(want));
+		label_set(set, sizeof(set), kv);
+		s = expo_find(x, fam, set);
+		if (!s || strcmp(s->value, want)) {
+			printf("# %s of %s: %s, want %s\n", fam, set,
+			       s ? s->value : "no sample", want);
+			return false;
+		}
+		s->seen = true;
+		return expo_family(x, fam, type == 0 ? "counter" : "gauge") ||
+		       (printf("# %s: no HELP and TYPE %s\n", fam,
+			       type == 0 ? "counter" : "gauge"),
+			false);
+	}
+	/* A histogram: its buckets, _count and, for three, _sum. */
+	for (b = 0; b < d->size && ok; b++) {
+		cum += raw[d->offset / 8 + b];
+		if (b + 1 == d->size) {
+			snprintf(want, sizeof(want), "+Inf");
+		} else {
+			uint64_t hi =
+				type == 4 ? 1ull << b :
+					    (uint64_t)(b + 1) * d->bucket_size;
+
+			exact_decimal(hi - 1, base, d->exponent, want,
+				      sizeof(want));
+		}
+		kv[k] = "le";
+		kv[k + 1] = want;
+		label_set(set, sizeof(set), kv);
+		snprintf(name, sizeof(name), "%s_bucket", fam);
+		s = expo_find(x, name, set);
+		snprintf(cnt, sizeof(cnt), "%llu", (unsigned long long)cum);
+		if (!s || strcmp(s->value, cnt)) {
+			printf("# %s bucket %u (le %s): %s, want %s\n", fam, b,
+			       want, s ? s->value : "no sample", cnt);
+			ok = false;
+		} else {
+			s->seen = true;
+		}
+	}
+	kv[k] = NULL;
+	label_set(set, sizeof(set), kv);
+	snprintf(name, sizeof(name), "%s_count", fam);
+	s = expo_find(x, name, set);
+	snprintf(want, sizeof(want), "%llu", (unsigned long long)cum);
+	if (ok && (!s || strcmp(s->value, want))) {
+		printf("# %s: %s, want %s\n", name, s ? s->value : "none",
+		       want);
+		ok = false;
+	} else if (s) {
+		s->seen = true;
+	}
+	/* KVM adds the same ns to these three and to their counters. */
+	{
+		static const char *const sums[][2] = {
+			{ "halt_wait_hist", "halt_wait_ns" },
+			{ "halt_poll_success_hist", "halt_poll_success_ns" },
+			{ "halt_poll_fail_hist", "halt_poll_fail_ns" },
+		};
+		const struct dsc *sd = NULL;
+
+		for (i = 0; i < 3; i++)
+			if (!strcmp(d->name, sums[i][0]))
+				for (b = 0; b < nall; b++)
+					if (!strcmp(all[b].name, sums[i][1]))
+						sd = &all[b];
+		snprintf(name, sizeof(name), "%s_sum", fam);
+		s = expo_find(x, name, set);
+		if (sd) {
+			exact_decimal(raw[sd->offset / 8],
+				      (sd->flags & 0xf00) == 0x100 ? 2 : 10,
+				      sd->exponent, want, sizeof(want));
+			if (ok && (!s || strcmp(s->value, want))) {
+				printf("# %s: %s, want %s\n", name,
+				       s ? s->value : "none", want);
+				ok = false;
+			} else if (s) {
+				s->seen = true;
+			}
+		} else if (s) {
+			printf("# %s: a _sum KVM does not keep\n", name);
+			ok = false;
+		}
+	}
+	if (ok && !expo_family(x, fam, "histogram")) {
+		printf("# %s: no HELP and TYPE histogram\n", fam);
+		ok = false;
+	}
+	return ok;
+}
+
+/*
+ * A stats file decoded as the format defines it (header, descriptors,
+ * data), without the library: into @d (room for @room), the count; the
+ * data block and the id into *@raw and @id.  -1 if it does not decode.
+ */
+static int decode_stats(const unsigned char *buf, size_t size, struct dsc *d,
+			unsigned int room, const uint64_t **raw, char *id,
+			size_t idlen)
+{
+	struct kvm_stats_header h;
+	unsigned int i;
+
+	if (size < sizeof(h))
+		return -1;
+	memcpy(&h, buf, sizeof(h));
+	if (h.num_desc > room || h.data_offset > size ||
+	    h.desc_offset + (size_t)h.num_desc * (16 + h.name_size) > size ||
+	    h.id_offset + h.name_size > size)
+		return -1;
+	snprintf(id, idlen, "%.*s", (int)h.name_size,
+		 (const char *)buf + h.id_offset);
+	for (i = 0; i < h.num_desc; i++) {
+		const unsigned char *p =
+			buf + h.desc_offset + (size_t)i * (16 + h.name_size);
+		struct kvm_stats_desc kd;
+
+		memcpy(&kd, p, 16);
+		d[i] = (struct dsc){ (const char *)p + 16,
+				     kd.flags,
+				     kd.exponent,
+				     kd.size,
+				     kd.offset,
+				     kd.bucket_size };
+	}
+	*raw = (const uint64_t *)(buf + h.data_offset);
+	return (int)h.num_desc;
+}
+
 /*
  * --check-histograms PROM STATS: every histogram of the stats file STATS
- * (a raw file saved in the guest) against its family in the exposition
- * PROM, bucket by bucket: cumulative counts, le bounds in seconds (the
- * inclusive integer bound (hi - 1) of each KVM bucket), +Inf and _count.
- * Independent of the renderer: names and bounds are worked out here.
+ * (a raw vCPU file saved in the guest by tests/suite/70-tool) against its
+ * family in the exposition PROM, bucket by bucket, worked out from first
+ * principles (above): cumulative counts, le bounds, +Inf, _count and the
+ * exact _sum of the three halt histograms.  target.txt next to STATS
+ * names the object: pid, fd and vCPU index; the test VMM has no guest
+ * name or UUID, so its series are labelled vm="PID:FD" and vcpu.
  */
-static char *slurp(const char *path)
+static char *slurp_n(const char *path, size_t *n)
 {
 	FILE *f = fopen(path, "r");
 	char *buf = NULL;
@@ -1097,28 +1660,35 @@ static char *slurp(const char *path)
 		fputc(c, m);
 	fclose(m);
 	fclose(f);
+	if (n)
+		*n = len;
 	return buf;
+}
+
+static char *slurp(const char *path)
+{
+	return slurp_n(path, NULL);
 }
 
 static int check_histograms(const char *prom, const char *stats)
 {
-	char *text = slurp(prom), labels[256], tpath[600], *t, *sl;
-	struct kvmstats_file *f;
-	unsigned char *data;
-	unsigned int i, b, families = 0, sums = 0;
+	size_t size = 0;
+	char *text = slurp(prom), *file = slurp_n(stats, &size), tpath[600], *t,
+	     *sl, vm[32], id[64];
+	struct dsc d[256];
+	const uint64_t *raw;
+	unsigned int i, families = 0, sums = 0;
 	unsigned long long samples = 0;
-	int fd = open(stats, O_RDONLY | O_CLOEXEC), pid = -1, vfd = -1, vc = -1;
+	int n, pid = -1, vfd = -1, vc = -1;
+	struct expo x;
 
-	if (!text || fd < 0 || kvmstats_file_adopt(fd, 0, &f)) {
-		check(0, "read %s and %s", prom, stats);
+	n = text && file ? decode_stats((unsigned char *)file, size, d, 256,
+					&raw, id, sizeof(id)) :
+			   -1;
+	if (n < 0) {
+		check(0, "read %s and decode %s", prom, stats);
 		return 1;
 	}
-	data = malloc(kvmstats_file_data_size(f));
-	kvmstats_file_read(f, data, kvmstats_file_data_size(f));
-	/*
-	 * target.txt next to the stats file names the object: its labels are
-	 * {pid, fd, vcpu} (the guest's test VMM has no -name).
-	 */
 	snprintf(tpath, sizeof(tpath), "%s", stats);
 	sl = strrchr(tpath, '/');
 	snprintf(sl ? sl + 1 : tpath,
@@ -1131,103 +1701,29 @@ static int check_histograms(const char *prom, const char *stats)
 		return 1;
 	}
 	free(t);
-	snprintf(labels, sizeof(labels), "{pid=\"%d\",fd=\"%d\",vcpu=\"%d\"",
-		 pid, vfd, vc);
-	for (i = 0; i < kvmstats_file_num_stats(f); i++) {
-		const struct kvmstats_stat *s = kvmstats_file_stat(f, i);
-		char fam[128], head[160], key[512];
+	snprintf(vm, sizeof(vm), "%d:%d", pid, vfd);
+	expo_parse(text, &x);
+	check(!x.bad, "the exposition parses%s%s", x.bad ? ": " : "", x.why);
+	for (i = 0; i < (unsigned int)n; i++) {
+		const char *labels[] = { "vm", vm, NULL };
+		unsigned int b;
 		unsigned long long cum = 0;
-		const char *p, *q;
-		bool ok = true;
-		int sum_idx = -1;
+		char fam[160];
+		bool sum;
 
-		if (!kvmstats_is_hist(s))
+		if ((d[i].flags & 0xf) < 3)
 			continue;
 		families++;
-		snprintf(fam, sizeof(fam), "kvm_%s_%s%s",
-			 kvmstats_file_is_vcpu(f) ? "vcpu" : "vm", s->name,
-			 s->unit == KVMSTATS_UNIT_SECONDS ? "_seconds" : "");
-		snprintf(head, sizeof(head), "# TYPE %s histogram\n", fam);
-		p = strstr(text, head);
-		if (!p) {
-			check(0, "histogram %s is in the exposition", fam);
-			continue;
-		}
-		/* This object's bucket lines, in order. */
-		snprintf(key, sizeof(key), "\n%s_bucket%s,le=\"", fam, labels);
-		q = p;
-		for (b = 0; b < s->size && ok; b++) {
-			double want_le = 0, got_le;
-			unsigned long long got;
-			const char *le;
-
-			cum += kvmstats_value(s, data, b);
-			if (b + 1 < s->size) {
-				double hi = s->type == KVMSTATS_LOG_HIST ?
-						    ldexp(1.0, (int)b) :
-						    (double)(b + 1) *
-							    s->bucket_size;
-
-				want_le = kvmstats_scale(s, hi - 1);
-			}
-			q = strstr(q + 1, key);
-			if (!q) {
-				printf("# %s: no bucket line %u\n", fam, b);
-				ok = false;
-				break;
-			}
-			le = q + strlen(key);
-			if (b + 1 == s->size) {
-				ok = !strncmp(le, "+Inf\"", 5);
-			} else {
-				got_le = strtod(le, NULL);
-				ok = fabs(got_le - want_le) <=
-				     1e-12 * (want_le > 1 ? want_le : 1);
-			}
-			got = strtoull(strchr(le, '}') + 1, NULL, 10);
-			if (!ok || got != cum) {
-				printf("# %s bucket %u: le %.*s count %llu, want le %.17g count %llu\n",
-				       fam, b, (int)strcspn(le, "\""), le, got,
-				       want_le, cum);
-				ok = false;
-			}
-		}
-		if (ok) {
-			snprintf(key, sizeof(key), "\n%s_count%s} %llu\n", fam,
-				 labels, cum);
-			ok = strstr(p, key) != NULL;
-			if (!ok)
-				printf("# no line %s", key + 1);
-		}
-		/* _sum exactly for the three halt histograms, from the counter. */
-		if (!strcmp(s->name, "halt_wait_hist"))
-			sum_idx = kvmstats_file_find(f, "halt_wait_ns");
-		else if (!strcmp(s->name, "halt_poll_success_hist"))
-			sum_idx = kvmstats_file_find(f, "halt_poll_success_ns");
-		else if (!strcmp(s->name, "halt_poll_fail_hist"))
-			sum_idx = kvmstats_file_find(f, "halt_poll_fail_ns");
-		snprintf(key, sizeof(key), "\n%s_sum%s} ", fam, labels);
-		q = strstr(p, key);
-		if (ok && sum_idx >= 0) {
-			const struct kvmstats_stat *ss =
-				kvmstats_file_stat(f, (unsigned int)sum_idx);
-			char want[64];
-
-			kvmstats_scale_str(ss, kvmstats_value(ss, data, 0),
-					   want, sizeof(want));
-			ok = q &&
-			     !strncmp(q + strlen(key), want, strlen(want)) &&
-			     q[strlen(key) + strlen(want)] == '\n';
-			if (!ok)
-				printf("# %s_sum: want %s\n", fam, want);
-			sums += ok;
-		} else if (ok && q) {
-			printf("# %s has a _sum KVM does not keep\n", fam);
-			ok = false;
-		}
-		check(ok,
+		for (b = 0; b < d[i].size; b++)
+			cum += raw[d[i].offset / 8 + b];
+		family_name(&d[i], true, fam, sizeof(fam));
+		sum = !strncmp(d[i].name, "halt_", 5) &&
+		      strstr(d[i].name, "_hist");
+		check(expect_stat(&x, &d[i], d, (unsigned int)n, raw, labels,
+				  vc),
 		      "%s matches the raw data bucket by bucket (%u buckets, %llu samples%s)",
-		      fam, s->size, cum, sum_idx >= 0 ? ", exact _sum" : "");
+		      fam, d[i].size, cum, sum ? ", exact _sum" : "");
+		sums += sum;
 		samples += cum;
 	}
 	check(families > 0, "the raw file has histograms to check (%u)",
@@ -1237,56 +1733,403 @@ static int check_histograms(const char *prom, const char *stats)
 	check(samples > 0,
 	      "a histogram of the raw file has samples (%llu; the guest captures an irqchip vCPU woken from HLT)",
 	      samples);
-	kvmstats_file_free(f);
-	free(data);
+	expo_free(&x);
+	free(file);
 	free(text);
 	return failures ? 1 : 0;
 }
 
 /*
- * The exposition of a small synthetic host (two 6.12 VMs with two vCPUs,
- * and a VM with an escaped id and another vCPU layout) pinned byte for
- * byte: tests/unit/exposition-6.12.prom, found from this binary's place
- * (build/unit/ -> tests/unit/).  The output goes to DIR for a diff.
+ * The exposition of a small synthetic host (two 6.12 VMs of two vCPUs,
+ * the first with a QEMU guest name and UUID, and a VM with an escaped id
+ * and another vCPU layout: a linear histogram of KiB, a statistic less),
+ * every sample of it worked out from the descriptors and data this
+ * program wrote: each statistic of each object once, with its labels and
+ * its exact value, each family's HELP and TYPE, kvm_vm_info per VM, and
+ * no sample more.  (Before issue 28 this was a copy of the renderer's own
+ * output, compared byte for byte.)
  */
-static void test_golden(const char *dir)
+static void test_exposition(void)
 {
-	char exe[512], path[600], *want = NULL, *got;
 	struct synth sy;
-	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	FILE *f;
+	struct expo x;
+	char *text;
+	size_t k, unseen = 0, nexp = 0, before;
+	bool ok = true, info_ok = true;
 
-	if (n > 0) {
-		char *p;
-
-		exe[n] = '\0';
-		p = strstr(exe, "/build/unit/");
-		if (p) {
-			*p = '\0';
-			snprintf(path, sizeof(path),
-				 "%s/tests/unit/exposition-6.12.prom", exe);
-			want = slurp(path);
-		}
-	}
 	synth_make(&sy, 2, 2, true, NULL);
-	got = render(prom_render, sy.objs, sy.n);
-	if (dir) {
-		snprintf(path, sizeof(path), "%s/exposition-6.12.prom", dir);
-		f = fopen(path, "w");
-		if (f) {
-			fputs(got, f);
-			fclose(f);
+	text = render(prom_render, sy.objs, sy.n);
+	expo_parse(text, &x);
+	check(!x.bad, "the synthetic host's exposition parses%s%s",
+	      x.bad ? ": " : "", x.why);
+	for (k = 0; k < sy.n; k++) {
+		const struct obj *o = &sy.objs[k];
+		char pid[16], fd[16], vm[32], set[2048];
+		const char *ident_named[] = { "name", "web1", "uuid",
+					      SYNTH_UUID, NULL };
+		const char *ident_vm[] = { "vm", vm, NULL };
+		const char *const *ident =
+			o->pid == 1000 ? ident_named : ident_vm;
+		unsigned int i;
+
+		snprintf(pid, sizeof(pid), "%d", o->pid);
+		snprintf(fd, sizeof(fd), "%d", o->fd);
+		snprintf(vm, sizeof(vm), "%d:%d", o->pid, o->fd);
+		for (i = 0; i < sy.ndescs[k]; i++) {
+			before = nexp;
+			if (!expect_stat(&x, &sy.descs[k][i], sy.descs[k],
+					 sy.ndescs[k], sy.raw[k], ident,
+					 o->vcpu)) {
+				printf("# object %zu (%d:%d vCPU %d): statistic %s\n",
+				       k, o->pid, o->fd, o->vcpu,
+				       sy.descs[k][i].name);
+				ok = false;
+			}
+			nexp = before + 1;
+		}
+		if (o->vcpu == -1) {
+			/* kvm_vm_info: every identity label, and the rest. */
+			const char *named[] = { "name", "web1",
+						"uuid", SYNTH_UUID,
+						"pid",	pid,
+						"fd",	fd,
+						"comm", "qemu-system-x86",
+						"id",	sy.ids[k],
+						NULL };
+			const char *unnamed[] = {
+				"pid", pid,	  "fd",	  fd,
+				"vm",  vm,	  "comm", "qemu-system-x86",
+				"id",  sy.ids[k], NULL
+			};
+			struct sample *s;
+
+			label_set(set, sizeof(set),
+				  o->pid == 1000 ? named : unnamed);
+			s = expo_find(&x, "kvm_vm_info", set);
+			if (!s || strcmp(s->value, "1")) {
+				printf("# kvm_vm_info of %s: %s\n", vm,
+				       s ? s->value : "no such series");
+				info_ok = false;
+			} else {
+				s->seen = true;
+			}
 		}
 	}
-	if (!want)
-		check(0,
-		      "exposition pinned: read tests/unit/exposition-6.12.prom");
-	else
-		check(!strcmp(got, want),
-		      "exposition of the synthetic host equals tests/unit/exposition-6.12.prom byte for byte");
-	free(want);
-	free(got);
+	for (k = 0; k < x.n; k++) {
+		if (!x.s[k].seen) {
+			if (unseen++ < 5)
+				printf("# a sample no statistic accounts for: %s{%s} %s\n",
+				       x.s[k].name, x.s[k].labels,
+				       x.s[k].value);
+		}
+	}
+	check(ok,
+	      "every statistic of every object of the synthetic host has its series, labels and exact value, worked out from the descriptors and data written (%zu samples)",
+	      x.n);
+	check(info_ok && expo_family(&x, "kvm_vm_info", "gauge"),
+	      "kvm_vm_info: one series of 1 per VM, with its name and UUID or vm=\"PID:FD\", pid, fd, comm and KVM's id (escaped id read back whole)");
+	check(!unseen, "no sample beyond those (%zu unaccounted for)", unseen);
+	expo_free(&x);
+	free(text);
 	synth_free(&sy);
+}
+
+/*
+ * exact_decimal() and canonical_number() against values worked out by
+ * hand: the oracle's own arithmetic checked before it judges anything.
+ */
+static void test_exact_decimal(void)
+{
+	static const struct {
+		uint64_t raw;
+		int base, exp;
+		const char *want;
+	} cases[] = {
+		{ 0, 10, -9, "0" },
+		{ 1500, 10, -9, "0.0000015" },
+		{ 1000000000, 10, -9, "1" },
+		{ 1023, 10, -9, "0.000001023" },
+		{ 123456789012ull, 10, -9, "123.456789012" },
+		{ UINT64_MAX, 10, -9, "18446744073.709551615" },
+		{ 7, 10, 3, "7000" },
+		{ 3, 2, 20, "3145728" },
+		{ 15, 2, 10, "15360" },
+		{ UINT64_MAX, 2, 10, "18889465931478580853760" },
+		{ 1, 2, -3, "0.125" },
+		{ 42, 10, 0, "42" },
+	};
+	static const struct {
+		const char *in, *want;
+	} nums[] = {
+		{ "0.000001023", "0.000001023" },
+		{ "1.023e-06", "0.000001023" },
+		{ "1e-09", "0.000000001" },
+		{ "15360", "15360" },
+		{ "1.536e4", "15360" },
+		{ "007.50", "7.5" },
+		{ "+Inf", "+Inf" },
+		{ "0", "0" },
+		{ "0.0", "0" },
+	};
+	char out[DEC_DIGITS];
+	size_t i;
+	bool ok = true;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		exact_decimal(cases[i].raw, cases[i].base, cases[i].exp, out,
+			      sizeof(out));
+		if (strcmp(out, cases[i].want)) {
+			printf("# %llu * %d^%d = %s, want %s\n",
+			       (unsigned long long)cases[i].raw, cases[i].base,
+			       cases[i].exp, out, cases[i].want);
+			ok = false;
+		}
+	}
+	for (i = 0; i < sizeof(nums) / sizeof(nums[0]); i++) {
+		if (!canonical_number(nums[i].in, out, sizeof(out)) ||
+		    strcmp(out, nums[i].want)) {
+			printf("# %s read as %s, want %s\n", nums[i].in, out,
+			       nums[i].want);
+			ok = false;
+		}
+	}
+	check(ok && !canonical_number("1.5x", out, sizeof(out)),
+	      "the checks' exact decimals: raw * base^exponent by hand, and numbers read back exactly");
+}
+
+/*
+ * Issue 28: series named by what a guest keeps across restarts.  VMs of
+ * one exposition: a libvirt-like one with a name and UUID, a KubeVirt one
+ * (namespace and name), two VMMs of two users claiming one name, one
+ * without a name, a name with a right-to-left override and escape
+ * sequences; each vCPU object, as export's default and with
+ * --vm-labels pid,fd.
+ */
+static void test_vm_labels(void)
+{
+	static const struct dsc d[] = { { "exits", 0x000, 0, 1, 0, 0 } };
+	static const char uuid[] = "6b1fd3c2-0d34-4e2a-9c1b-3f0e8a6b2d10";
+	uint64_t data[1] = { 5 };
+	struct image im = build("kvm-1/vcpu-0", d, 1, 8, data);
+	struct kvmstats_file *f;
+	int fd = image_fd(&im, NULL, "ident");
+	struct obj o[6];
+	struct prom_cache *c;
+	const char *text;
+	unsigned int bits = 0;
+	size_t len, i;
+	char *t;
+
+	free(im.buf);
+	if (kvmstats_file_adopt(fd, 0, &f)) {
+		check(0, "adopt the vCPU file for the identity labels");
+		return;
+	}
+	o[0] = (struct obj){ .pid = 100,
+			     .fd = 10,
+			     .name = "web1",
+			     .uuid = uuid,
+			     .comm = "qemu-system-x86",
+			     .has_uid = true,
+			     .uid = 64055 };
+	o[1] = (struct obj){ .pid = 200,
+			     .fd = 20,
+			     .name = "vm1",
+			     .ns = "default",
+			     .comm = "qemu-kvm",
+			     .has_uid = true,
+			     .uid = 107 };
+	o[2] = (struct obj){ .pid = 300,
+			     .fd = 30,
+			     .name = "db",
+			     .comm = "qemu",
+			     .has_uid = true,
+			     .uid = 1000 };
+	o[3] = (struct obj){ .pid = 400,
+			     .fd = 40,
+			     .name = "db",
+			     .comm = "qemu",
+			     .has_uid = true,
+			     .uid = 1001 };
+	o[4] = (struct obj){ .pid = 500, .fd = 50, .comm = "samplevm" };
+	o[5] = (struct obj){ .pid = 600,
+			     .fd = 60,
+			     .name = "ev\xe2\x80\xaeil\x1b[31m\x7f\xc2\x9bx\n",
+			     .comm = "q\tx" };
+	for (i = 0; i < 6; i++) {
+		o[i].vcpu = 0;
+		o[i].file = f;
+		o[i].data = data;
+	}
+	c = prom_cache_new();
+	if (prom_cache_render(c, o, 6, NULL, &text, &len)) {
+		check(0, "render the identity objects");
+		return;
+	}
+	t = strndup(text, len);
+	check(strstr(t,
+		     "\nkvm_vcpu_exits_total{name=\"web1\",uuid=\"6b1fd3c2-0d34-4e2a-9c1b-3f0e8a6b2d10\",vcpu=\"0\"} 5\n") &&
+		      !strstr(t, "pid=\"100\",fd=\"10\",vcpu"),
+	      "a VM's series carry its guest name and UUID, not its VMM's pid and fd");
+	check(strstr(t,
+		     "\nkvm_vcpu_exits_total{namespace=\"default\",name=\"vm1\",vcpu=\"0\"} 5\n") !=
+		      NULL,
+	      "KubeVirt's VM: namespace and name labels");
+	check(strstr(t,
+		     "\nkvm_vcpu_exits_total{name=\"db\",vm=\"300:30\",vcpu=\"0\"} 5\n") &&
+		      strstr(t,
+			     "\nkvm_vcpu_exits_total{name=\"db\",vm=\"400:40\",vcpu=\"0\"} 5\n") &&
+		      strstr(t,
+			     "\nkvm_vm_info{name=\"db\",pid=\"300\",fd=\"30\",vm=\"300:30\",uid=\"1000\",comm=\"qemu\"} 1\n") &&
+		      strstr(t,
+			     "\nkvm_vm_info{name=\"db\",pid=\"400\",fd=\"40\",vm=\"400:40\",uid=\"1001\",comm=\"qemu\"} 1\n"),
+	      "two VMMs claiming one name: both get vm=\"PID:FD\" (neither keeps the bare name), kvm_vm_info tells their owners apart by uid");
+	check(strstr(t,
+		     "\nkvm_vcpu_exits_total{vm=\"500:50\",vcpu=\"0\"} 5\n") &&
+		      strstr(t,
+			     "\nkvm_vm_info{pid=\"500\",fd=\"50\",vm=\"500:50\",comm=\"samplevm\"} 1\n"),
+	      "a VM without a name or UUID: vm=\"PID:FD\"; kvm_vm_info without a uid it does not know");
+	check(strstr(t,
+		     "\nkvm_vcpu_exits_total{name=\"evil[31mx\",vcpu=\"0\"} 5\n") &&
+		      strstr(t, "comm=\"qx\"") && !strstr(t, "\xe2\x80\xae") &&
+		      !strstr(t, "\x1b") && !strstr(t, "\xc2\x9b"),
+	      "labels from a VMM's command line lose control characters (C0, DEL, C1) and the right-to-left override");
+	check(strstr(t,
+		     "\nkvm_vm_info{name=\"web1\",uuid=\"6b1fd3c2-0d34-4e2a-9c1b-3f0e8a6b2d10\",pid=\"100\",fd=\"10\",uid=\"64055\",comm=\"qemu-system-x86\"} 1\n") &&
+		      strstr(t,
+			     "\nkvm_vm_info{namespace=\"default\",name=\"vm1\",pid=\"200\",fd=\"20\",uid=\"107\",comm=\"qemu-kvm\"} 1\n"),
+	      "kvm_vm_info: the series' labels, pid, fd and the VMM's uid");
+	free(t);
+
+	check(!vm_labels_parse("pid,fd", &bits) && bits == (VML_PID | VML_FD) &&
+		      !vm_labels_parse("uuid", &bits) && bits == VML_UUID &&
+		      !vm_labels_parse("name,uuid,pid,fd", &bits) &&
+		      bits == (VML_NAME | VML_UUID | VML_PID | VML_FD) &&
+		      vm_labels_parse("", &bits) &&
+		      vm_labels_parse("name,", &bits) &&
+		      vm_labels_parse("name,vm", &bits) &&
+		      vm_labels_parse("names", &bits),
+	      "--vm-labels: any of name, uuid, pid, fd; nothing else");
+	prom_cache_set_vm_labels(c, VML_PID | VML_FD);
+	if (prom_cache_render(c, o, 6, NULL, &text, &len)) {
+		check(0, "render the identity objects with pid,fd");
+		return;
+	}
+	t = strndup(text, len);
+	check(strstr(t,
+		     "\nkvm_vcpu_exits_total{pid=\"300\",fd=\"30\",vcpu=\"0\"} 5\n") &&
+		      strstr(t,
+			     "\nkvm_vcpu_exits_total{pid=\"100\",fd=\"10\",vcpu=\"0\"} 5\n") &&
+		      !strstr(t, "vm=\"") &&
+		      strstr(t,
+			     "\nkvm_vm_info{name=\"web1\",uuid=\"6b1fd3c2-0d34-4e2a-9c1b-3f0e8a6b2d10\",pid=\"100\",fd=\"10\",uid=\"64055\",comm=\"qemu-system-x86\"} 1\n"),
+	      "--vm-labels pid,fd: the series keyed on pid and fd (no vm needed); kvm_vm_info unchanged");
+	free(t);
+	prom_cache_set_vm_labels(c, VML_UUID);
+	if (!prom_cache_render(c, o, 6, NULL, &text, &len)) {
+		t = strndup(text, len);
+		check(strstr(t,
+			     "\nkvm_vcpu_exits_total{uuid=\"6b1fd3c2-0d34-4e2a-9c1b-3f0e8a6b2d10\",vcpu=\"0\"} 5\n") &&
+			      strstr(t,
+				     "\nkvm_vcpu_exits_total{vm=\"200:20\",vcpu=\"0\"} 5\n"),
+		      "--vm-labels uuid: VMs without a UUID get vm=\"PID:FD\"");
+		free(t);
+	}
+	prom_cache_free(c);
+	kvmstats_file_free(f);
+}
+
+/* put_file() from further down, for the identity's stats directory. */
+static void put_file(const char *dir, const char *name, const char *text);
+
+/*
+ * KubeVirt's NAMESPACE_VM, split only for a VMM in a Kubernetes pod and
+ * only in that form; the owner from the status file (effective uid).
+ */
+static void test_identity_kubevirt(const char *dir)
+{
+	static const struct {
+		const char *name, *ns;
+		size_t at;
+	} cases[] = {
+		{ "default_testvm", "default", 8 },
+		{ "kube-system_vm.a-1", "kube-system", 12 },
+		{ "db_1", "db", 3 },
+		{ "nounderscore", "", 0 },
+		{ "Default_vm", "", 0 },
+		{ "ns_Vm", "", 0 },
+		{ "-ns_vm", "", 0 },
+		{ "ns-_vm", "", 0 },
+		{ "ns_vm_2", "", 0 },
+		{ "_vm", "", 0 },
+		{ "ns_", "", 0 },
+		{ "ns_vm.", "", 0 },
+		{ "ns_v\xe2\x80\xaem", "", 0 },
+		{ "a234567890123456789012345678901234567890123456789012345678901234_vm",
+		  "", 0 },
+	};
+	struct source src = { .devfd = -1 };
+	struct vm_identity id;
+	char ns[64], sub[600], top[600];
+	size_t i, at;
+	bool ok = true;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		ns[0] = '\0';
+		at = identity_kubevirt_split(cases[i].name, ns, sizeof(ns));
+		if (at != cases[i].at || (at && strcmp(ns, cases[i].ns))) {
+			printf("# %s: split at %zu (%s), want %zu (%s)\n",
+			       cases[i].name, at, at ? ns : "", cases[i].at,
+			       cases[i].ns);
+			ok = false;
+		}
+	}
+	check(ok,
+	      "KubeVirt's NAMESPACE_VM: a DNS label, '_', a DNS subdomain; nothing else is split");
+	if (!dir)
+		return;
+	snprintf(top, sizeof(top), "%s/ident", dir);
+	mkdir(top, 0755);
+	src.dir = top;
+	snprintf(sub, sizeof(sub), "%s/ident/10-3", dir);
+	mkdir(sub, 0755);
+	snprintf(sub, sizeof(sub), "%s/ident/10-3/cgroup", dir);
+	unlink(sub); /* from an earlier run */
+	snprintf(sub, sizeof(sub), "%s/ident/10-3", dir);
+	{
+		/* put_file() writes a C string: the cmdline needs its NULs. */
+		char path[700];
+		static const char cl[] =
+			"qemu\0-name\0guest=default_testvm,debug-threads=on\0";
+		int f;
+
+		snprintf(path, sizeof(path), "%s/cmdline", sub);
+		f = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+		if (f < 0 || write(f, cl, sizeof(cl) - 1) != sizeof(cl) - 1)
+			check(0, "write %s", path);
+		if (f >= 0)
+			close(f);
+	}
+	put_file(
+		sub, "status",
+		"Name:\tqemu-kvm\nUmask:\t0022\nState:\tS (sleeping)\nUid:\t0\t107\t107\t107\nGid:\t107\t107\t107\t107\n");
+	identity_read(&src, 10, 3, &id);
+	check(!strcmp(id.name, "default_testvm") && !id.ns[0] &&
+		      !strcmp(identity_vm_name(&id), "default_testvm") &&
+		      id.has_uid && id.uid == 107,
+	      "outside a Kubernetes pod, default_testvm keeps its name whole; the owner is the effective uid (107)");
+	put_file(
+		sub, "cgroup",
+		"0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1.slice/cri-containerd-2.scope\n");
+	identity_read(&src, 10, 3, &id);
+	check(!strcmp(id.ns, "default") &&
+		      !strcmp(identity_vm_name(&id), "testvm") &&
+		      !strcmp(id.name, "default_testvm"),
+	      "in a Kubernetes pod (cgroup kubepods), KubeVirt's default_testvm is namespace default, name testvm");
+	snprintf(sub, sizeof(sub), "%s/ident/10-3/status", dir);
+	unlink(sub);
+	identity_read(&src, 10, 3, &id);
+	check(!id.has_uid, "no status file: the owner is not known");
 }
 
 /* ------------------------------------------------- library ABI, version */
@@ -2219,9 +3062,9 @@ static void test_crafted(const char *dir)
 	      "a 2000-bucket log2 histogram: 1025 lines, le strictly increasing, one +Inf holding all 2000 (%d lines, %d +Inf, %llu)",
 	      lines, infs, last);
 	check(strstr(copy,
-		     "kvm_vm_big_seconds_count{pid=\"7\",fd=\"3\",name=\"bad\xef\xbf\xbd(name\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\\n\"} 2000\n") !=
+		     "kvm_vm_big_seconds_count{name=\"bad\xef\xbf\xbd(name\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\"} 2000\n") !=
 		      NULL,
-	      "a name that is not UTF-8 becomes U+FFFD, newline escaped");
+	      "a name that is not UTF-8 becomes U+FFFD, a newline in it is left out");
 	check(strstr(copy,
 		     "comm=\"c\xef\xbf\xbdomm\",id=\"kvm-\xef\xbf\xbd\xef\xbf\xbd/odd\"} 1\n") !=
 		      NULL,
@@ -2260,9 +3103,8 @@ static void test_vcpu_sum_render(void)
 
 		p = render(prom_render, &o, 1);
 	}
-	check(strstr(p, "kvm_vcpu_blocking{pid=\"1\",fd=\"3\"} 3\n") &&
-		      strstr(p,
-			     "kvm_vcpu_exits_total{pid=\"1\",fd=\"3\"} 12\n") &&
+	check(strstr(p, "kvm_vcpu_blocking{vm=\"1:3\"} 3\n") &&
+		      strstr(p, "kvm_vcpu_exits_total{vm=\"1:3\"} 12\n") &&
 		      strstr(p,
 			     "statistic exits (cumulative, summed over the VM's vCPUs)") &&
 		      strstr(p,
@@ -2428,7 +3270,10 @@ int main(int argc, char **argv)
 	test_identity();
 	test_escape();
 	test_native();
-	test_golden(dir);
+	test_exact_decimal();
+	test_exposition();
+	test_vm_labels();
+	test_identity_kubevirt(dir);
 	test_abi();
 	test_fake_device();
 	test_fake_vcpus();
