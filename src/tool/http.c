@@ -136,6 +136,7 @@ struct cfg {
 	gnutls_priority_t prio;
 	gnutls_priority_t prio13; /* with cipher_suites: TLS 1.3 sessions */
 	gnutls_x509_trust_list_t trust; /* client CAs, to verify clients */
+	int pk; /* the certificate's public key algorithm (gnutls_pk_algorithm_t) */
 	struct stamp stamps[CFG_FILES];
 };
 
@@ -220,6 +221,7 @@ static struct server {
 	struct conn *conns;	  /* every connection libmicrohttpd has */
 	struct handoff *handoffs; /* TLS connections not started yet */
 	bool fault_conn;	  /* KVMSTATS_TEST_FAULT=conn-alloc */
+	bool fault_narrow;	  /* KVMSTATS_TEST_FAULT=no-narrowing */
 	http_render_fn render;
 	void *ctx;
 	const char *telemetry_path;
@@ -1050,12 +1052,200 @@ static void versions_str(unsigned int mask, char *buf, size_t len)
 		snprintf(buf, len, "no version kvmstats knows");
 }
 
+/* The cipher suites of a ClientHello (@msg: its body); false if malformed. */
+static bool hello_suites(const gnutls_datum_t *msg, const unsigned char **list,
+			 size_t *n)
+{
+	const unsigned char *d = msg->data;
+	size_t off = 2 + 32, len; /* legacy_version, random */
+
+	if (msg->size < off + 1)
+		return false;
+	off += 1 + d[off]; /* legacy_session_id */
+	if (msg->size < off + 2)
+		return false;
+	len = (size_t)d[off] << 8 | d[off + 1];
+	off += 2;
+	if (len % 2 || msg->size < off + len)
+		return false;
+	*list = d + off;
+	*n = len / 2;
+	return true;
+}
+
+static bool has_suite(const unsigned char *list, size_t n,
+		      const unsigned char *id)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (list[2 * i] == id[0] && list[2 * i + 1] == id[1])
+			return true;
+	return false;
+}
+
+/* GnuTLS' name of suite @id. */
+static const char *suite_name(const unsigned char *id)
+{
+	unsigned char sid[2];
+	gnutls_kx_algorithm_t k;
+	gnutls_cipher_algorithm_t c;
+	gnutls_mac_algorithm_t m;
+	gnutls_protocol_t min;
+	const char *name;
+	size_t i;
+
+	for (i = 0; (name = gnutls_cipher_suite_info(i, sid, &k, &c, &m, &min));
+	     i++)
+		if (!memcmp(sid, id, 2))
+			return name;
+	return "?";
+}
+
+/* Is there a GnuTLS suite of TLS 1.2 or below made of these?  Its number. */
+static bool gnutls_suite(int kx, int cipher, int mac, unsigned char *id)
+{
+	gnutls_kx_algorithm_t k;
+	gnutls_cipher_algorithm_t c;
+	gnutls_mac_algorithm_t m;
+	gnutls_protocol_t min;
+	size_t i;
+
+	for (i = 0; gnutls_cipher_suite_info(i, id, &k, &c, &m, &min); i++)
+		if ((int)k == kx && (int)c == cipher && (int)m == mac)
+			return true;
+	return false;
+}
+
+static bool listed(const struct web_config *wc, const unsigned char *id)
+{
+	size_t i;
+
+	for (i = 0; i < wc->nsuites; i++)
+		if (!memcmp(wc->suites[i].id, id, 2))
+			return true;
+	return false;
+}
+
+/* Can a certificate of public key @pk serve key exchange @kx? */
+static bool kx_fits(int kx, int pk)
+{
+	switch (kx) {
+	case GNUTLS_KX_ECDHE_ECDSA:
+		return pk == GNUTLS_PK_ECDSA || pk == GNUTLS_PK_EDDSA_ED25519 ||
+		       pk == GNUTLS_PK_EDDSA_ED448;
+	case GNUTLS_KX_ECDHE_RSA:
+		return pk == GNUTLS_PK_RSA || pk == GNUTLS_PK_RSA_PSS;
+	case GNUTLS_KX_RSA:
+		return pk == GNUTLS_PK_RSA;
+	default:
+		return false;
+	}
+}
+
+/*
+ * Would a session allowed every combination of the parts of @set (and
+ * @more) be able to negotiate a suite that the client offers and the list
+ * does not have?
+ */
+static bool adds_unlisted(const struct web_config *wc,
+			  const struct web_suite *const *set, size_t n,
+			  const struct web_suite *more,
+			  const unsigned char *list, size_t nlist)
+{
+	size_t a, b, c;
+	unsigned char id[2];
+
+	for (a = 0; a <= n; a++)
+		for (b = 0; b <= n; b++)
+			for (c = 0; c <= n; c++) {
+				const struct web_suite *x = a < n ? set[a] :
+								    more,
+						       *y = b < n ? set[b] :
+								    more,
+						       *z = c < n ? set[c] :
+								    more;
+
+				if (gnutls_suite(x->gkx, y->gcipher, z->gmac,
+						 id) &&
+				    has_suite(list, nlist, id) &&
+				    !listed(wc, id))
+					return true;
+			}
+	return false;
+}
+
+/*
+ * TLS 1.2 or below, with cipher_suites: GnuTLS enables the parts of
+ * suites (key exchanges, ciphers, MACs), so the config's priorities allow
+ * every combination of the listed suites' parts, suites the list does not
+ * have among them.  This session gets priorities of its own: the listed
+ * suites the client offers and the certificate can serve, in the list's
+ * order, leaving out any that would let a combination the client offers
+ * and the list does not have in.  What GnuTLS then negotiates is a listed
+ * suite (on_handshake() checks it too).  None: refused, and said why.
+ */
+static int narrow_suites(gnutls_session_t s, struct conn *cn,
+			 const gnutls_datum_t *msg)
+{
+	const struct web_config *wc = cn->cfg->wc;
+	const struct web_suite *set[32];
+	const unsigned char *list;
+	char prio[1024], part[64];
+	const char *errpos = NULL;
+	size_t nlist, n = 0, i, j;
+	int r;
+
+	if (!hello_suites(msg, &list, &nlist))
+		return 0; /* GnuTLS will say it is malformed */
+	for (i = 0; i < wc->nsuites && n < sizeof(set) / sizeof(set[0]); i++) {
+		const struct web_suite *ws = &wc->suites[i];
+
+		if (has_suite(list, nlist, ws->id) &&
+		    kx_fits(ws->gkx, cn->cfg->pk) &&
+		    !adds_unlisted(wc, set, n, ws, list, nlist))
+			set[n++] = ws;
+	}
+	if (!n) {
+		tls_refuse(
+			s, GNUTLS_A_HANDSHAKE_FAILURE,
+			"no cipher suite in common: the client offers none of cipher_suites that the certificate's key can use");
+		return GNUTLS_E_NO_CIPHER_SUITES;
+	}
+	snprintf(prio, sizeof(prio), "%s:-CIPHER-ALL:-MAC-ALL:-KX-ALL",
+		 wc->priorities_base);
+	for (i = 0; i < n; i++) {
+		const char *parts[3] = { set[i]->kx, set[i]->cipher,
+					 set[i]->mac };
+
+		for (j = 0; j < 3; j++) {
+			size_t len = strlen(prio);
+
+			if (len + 2 >= sizeof(prio))
+				return GNUTLS_E_INTERNAL_ERROR;
+			snprintf(part, sizeof(part), ":+%s:", parts[j]);
+			prio[len] = ':'; /* so that the last one matches too */
+			prio[len + 1] = '\0';
+			r = strstr(prio, part) != NULL;
+			prio[len] = '\0';
+			if (r)
+				continue;
+			if (len + strlen(part) >= sizeof(prio))
+				return GNUTLS_E_INTERNAL_ERROR;
+			memcpy(prio + len, part, strlen(part) - 1);
+			prio[len + strlen(part) - 1] = '\0';
+		}
+	}
+	r = gnutls_priority_set_direct(s, prio, &errpos);
+	return r < 0 ? GNUTLS_E_INTERNAL_ERROR : 0;
+}
+
 /*
  * The ClientHello, before GnuTLS negotiates: a client whose versions and
  * ours have nothing in common is told so (protocol_version) and logged
  * with both lists, which GnuTLS alone would not say.  The message is
- * parsed by GnuTLS (gnutls_ext_raw_parse); only the two-byte versions are
- * read here.
+ * parsed by GnuTLS (gnutls_ext_raw_parse); the two-byte versions and the
+ * list of cipher suites are read here.
  */
 static int check_hello(gnutls_session_t s, struct conn *cn,
 		       const gnutls_datum_t *msg)
@@ -1075,24 +1265,57 @@ static int check_hello(gnutls_session_t s, struct conn *cn,
 	offered &= 0xf;
 	for (v = wc->min_version; v <= wc->max_version; v++)
 		ours |= 1u << v;
+	if (!(offered & ours)) {
+		versions_str(offered, theirs, sizeof(theirs));
+		versions_str(ours, mine, sizeof(mine));
+		snprintf(
+			why, sizeof(why),
+			"no TLS version in common: the client offers %s, this exporter accepts %s (min_version, max_version)",
+			theirs, mine);
+		tls_refuse(s, GNUTLS_A_PROTOCOL_VERSION, why);
+		return GNUTLS_E_UNSUPPORTED_VERSION_PACKET;
+	}
 	/*
 	 * TLS 1.3 will be negotiated: with cipher_suites, its own
 	 * priorities, whose suites the list does not narrow (as in Go).
-	 * GnuTLS reads the priorities after this hook.
+	 * Else, with cipher_suites, the listed ones exactly.  GnuTLS reads
+	 * the priorities after this hook.
 	 */
-	if ((offered & ours & (1u << 3)) && cn->cfg->prio13 &&
-	    gnutls_priority_set(s, cn->cfg->prio13) < 0)
-		return GNUTLS_E_INTERNAL_ERROR;
-	if (offered & ours)
+	if ((offered & ours & (1u << 3)) && cn->cfg->prio13)
+		return gnutls_priority_set(s, cn->cfg->prio13) < 0 ?
+			       GNUTLS_E_INTERNAL_ERROR :
+			       0;
+	if (!(offered & ours & (1u << 3)) && wc->nsuites && !srv.fault_narrow)
+		return narrow_suites(s, cn, msg);
+	return 0;
+}
+
+/*
+ * The ServerHello about to go out (@msg: its body): with cipher_suites,
+ * its suite is one of them (narrow_suites() made it so; this makes sure).
+ * TLS 1.3's are not configurable.
+ */
+static int check_suite(gnutls_session_t s, struct conn *cn,
+		       const gnutls_datum_t *msg)
+{
+	const struct web_config *wc = cn->cfg->wc;
+	size_t off = 2 + 32; /* legacy_version, random */
+	char why[160];
+
+	if (!wc->nsuites || gnutls_protocol_get_version(s) == GNUTLS_TLS1_3)
 		return 0;
-	versions_str(offered, theirs, sizeof(theirs));
-	versions_str(ours, mine, sizeof(mine));
-	snprintf(
-		why, sizeof(why),
-		"no TLS version in common: the client offers %s, this exporter accepts %s (min_version, max_version)",
-		theirs, mine);
-	tls_refuse(s, GNUTLS_A_PROTOCOL_VERSION, why);
-	return GNUTLS_E_UNSUPPORTED_VERSION_PACKET;
+	if (msg && msg->size > off)
+		off += 1 + msg->data[off]; /* legacy_session_id */
+	if (msg && msg->size >= off + 2 && listed(wc, msg->data + off))
+		return 0;
+	if (msg && msg->size >= off + 2)
+		snprintf(why, sizeof(why),
+			 "the suite GnuTLS chose (%s) is not in cipher_suites",
+			 suite_name(msg->data + off));
+	else
+		snprintf(why, sizeof(why), "a ServerHello that does not parse");
+	tls_refuse(s, GNUTLS_A_HANDSHAKE_FAILURE, why);
+	return GNUTLS_E_NO_CIPHER_SUITES;
 }
 
 static int on_handshake(gnutls_session_t s, unsigned int htype, unsigned when,
@@ -1103,8 +1326,11 @@ static int on_handshake(gnutls_session_t s, unsigned int htype, unsigned when,
 	if (!cn || !cn->cfg)
 		return GNUTLS_E_INTERNAL_ERROR; /* never set up: fail closed */
 	if (!incoming) {
-		if (htype == GNUTLS_HANDSHAKE_SERVER_HELLO)
-			cn->server_hello = true;
+		if (htype != GNUTLS_HANDSHAKE_SERVER_HELLO)
+			return 0;
+		if (when == GNUTLS_HOOK_PRE)
+			return check_suite(s, cn, msg);
+		cn->server_hello = true;
 		return 0;
 	}
 	if (htype == GNUTLS_HANDSHAKE_CLIENT_HELLO && when == GNUTLS_HOOK_PRE) {
@@ -1827,6 +2053,18 @@ static int cfg_load(const char *path, struct cfg **out, char *err,
 		r = gnutls_certificate_set_x509_key_mem2(
 			c->cred, &cd, &kd, GNUTLS_X509_FMT_PEM, NULL, 0);
 	}
+	if (r >= 0) {
+		/* Its key's algorithm: which suites it can serve. */
+		gnutls_x509_crt_t *crts = NULL;
+		unsigned int n = 0, i;
+
+		r = gnutls_certificate_get_x509_crt(c->cred, 0, &crts, &n);
+		if (r >= 0 && n)
+			c->pk = gnutls_x509_crt_get_pk_algorithm(crts[0], NULL);
+		for (i = 0; i < n; i++)
+			gnutls_x509_crt_deinit(crts[i]);
+		gnutls_free(crts);
+	}
 	if (r >= 0 && wc->client_ca_pem) {
 		gnutls_datum_t ca = { (unsigned char *)wc->client_ca_pem,
 				      (unsigned int)strlen(wc->client_ca_pem) };
@@ -2440,6 +2678,7 @@ int http_serve(const struct http_opts *o, http_render_fn render, void *ctx)
 	srv.max_in_flight = o->max_in_flight;
 	fault = getenv("KVMSTATS_TEST_FAULT");
 	srv.fault_conn = fault && !strcmp(fault, "conn-alloc");
+	srv.fault_narrow = fault && !strcmp(fault, "no-narrowing");
 	srv.scrapes.tail = &srv.scrapes.head;
 	srv.auths.tail = &srv.auths.head;
 	srv.cfg_path = o->web_config;

@@ -25,6 +25,14 @@ struct web_user {
 	char *hash; /* bcrypt: $2a$, $2b$ or $2y$ */
 };
 
+/* A suite of cipher_suites for TLS 1.2 and below. */
+struct web_suite {
+	const char *name;	       /* Go's (IANA) name */
+	const char *kx, *cipher, *mac; /* GnuTLS' names of its parts */
+	int gkx, gcipher, gmac;	       /* ... and their GnuTLS numbers */
+	unsigned char id[2];	       /* its IANA number */
+};
+
 struct web_header {
 	char *name;
 	char *value;
@@ -39,6 +47,16 @@ struct web_config {
 	char *priorities; /* GnuTLS priority string (versions, suites, groups) */
 	/* With cipher_suites: a session that negotiates TLS 1.3, else NULL. */
 	char *priorities13;
+	/*
+	 * cipher_suites' suites of TLS 1.2 and below, in its order (none: no
+	 * narrowing).  GnuTLS enables a suite's parts, not suites, so
+	 * priorities allows every combination of their parts: each session
+	 * is narrowed further to suites the list has (see http.c), from
+	 * priorities_base, the priorities without any suite.
+	 */
+	struct web_suite *suites;
+	size_t nsuites;
+	char *priorities_base;
 	int min_version, max_version; /* 0..3: TLS 1.0 .. TLS 1.3 */
 	/* The files the keys name (NULL: inline), to notice they changed. */
 	char *cert_path, *key_path, *client_ca_path;
