@@ -130,7 +130,8 @@ struct stamp {
 
 struct cfg {
 	unsigned int refs;
-	unsigned long gen; /* 1, 2, ...: which load this is */
+	/* An unknown user's password is checked against this (see verify). */
+	char dummy[CRYPT_GENSALT_OUTPUT_SIZE];
 	struct web_config *wc;
 	gnutls_certificate_credentials_t cred; /* certificate, key, CA names */
 	gnutls_priority_t prio;
@@ -150,6 +151,7 @@ struct request {
 	bool in_flight;	   /* counted in srv.in_flight (--web.max-requests) */
 	bool settled;	   /* the final call came once (on_request()) */
 	char *user, *pass; /* for the verifier */
+	const char *hash;  /* the user's bcrypt hash in cfg, or cfg's dummy */
 	struct result *res;
 	struct request *next;
 };
@@ -164,8 +166,7 @@ struct queue {
 };
 
 struct cred {
-	unsigned char
-		mac[32]; /* HMAC-SHA256 of config gen, user NUL password */
+	unsigned char mac[32]; /* HMAC-SHA256 of user NUL hash NUL password */
 	bool used, ok;
 	unsigned long stamp;
 };
@@ -588,24 +589,28 @@ static bool ct_equal(const void *a, const void *b, size_t len)
 }
 
 /*
- * The cache key of (user, password) under config @gen: a verdict of an
- * older config (its users may differ) never matches.
+ * The cache key of (@user, its bcrypt @hash, @pass), as exporter-toolkit
+ * keys its cache: a verdict holds as long as the user has that hash, over
+ * reloads, and a hash changed or a user taken out (checked against the
+ * dummy hash then) never matches an older one.  An HMAC under a key drawn
+ * at start, so the cache holds no password, nor anything to test one
+ * against without the key.
  */
-static int cred_mac(unsigned long gen, const char *user, const char *pass,
+static int cred_mac(const char *user, const char *hash, const char *pass,
 		    unsigned char *mac)
 {
-	size_t ul = strlen(user), pl = strlen(pass), gl = sizeof(gen);
-	char *msg = malloc(gl + ul + pl + 1);
+	size_t ul = strlen(user) + 1, hl = strlen(hash) + 1, pl = strlen(pass);
+	char *msg = malloc(ul + hl + pl);
 	int r;
 
 	if (!msg)
 		return -ENOMEM;
-	memcpy(msg, &gen, gl);
-	memcpy(msg + gl, user, ul + 1);
-	memcpy(msg + gl + ul + 1, pass, pl);
+	memcpy(msg, user, ul);
+	memcpy(msg + ul, hash, hl);
+	memcpy(msg + ul + hl, pass, pl);
 	r = gnutls_hmac_fast(GNUTLS_MAC_SHA256, srv.mac_key,
-			     sizeof(srv.mac_key), msg, gl + ul + 1 + pl, mac);
-	explicit_bzero(msg, gl + ul + pl + 1);
+			     sizeof(srv.mac_key), msg, ul + hl + pl, mac);
+	explicit_bzero(msg, ul + hl + pl);
 	free(msg);
 	return r < 0 ? -EIO : 0;
 }
@@ -659,21 +664,20 @@ static void cache_store(const unsigned char *mac, bool ok)
 
 /*
  * bcrypt, one check at a time (each costs 2^cost rounds: ~0.25 s at cost
- * 12).  An unknown user is checked against a configured user's hash and
- * refused, so that the answer takes as long as for a wrong password.
+ * 12).  An unknown user is checked against the config's dummy hash, of
+ * its users' highest cost, and refused, so that the answer takes as long
+ * as for a wrong password.
  */
-static bool verify_password(const struct web_config *wc, struct crypt_data *cd,
-			    const char *user, const char *pass)
+static bool verify_password(const char *hash, bool known, struct crypt_data *cd,
+			    const char *pass)
 {
-	const struct web_user *u = web_config_user(wc, user);
-	const char *hash = u ? u->hash : wc->users[0].hash;
 	const char *out = crypt_r(pass, hash, cd);
 	bool ok;
 
 	ok = out && strlen(out) == strlen(hash) &&
 	     ct_equal(out, hash, strlen(hash));
 	explicit_bzero(cd, sizeof(*cd));
-	return u && ok;
+	return known && ok;
 }
 
 static void wipe_creds(struct request *rq)
@@ -697,15 +701,18 @@ static void *verifier(void *arg)
 			int cached;
 
 			next = rq->next;
-			if (cred_mac(rq->cfg->gen, rq->user, rq->pass, mac)) {
+			if (cred_mac(rq->user, rq->hash, rq->pass, mac)) {
 				rq->auth_ok = false;
 			} else if ((cached = cache_lookup(mac)) >= 0) {
 				/* A request queued before ours had the same. */
 				rq->auth_ok = cached;
 			} else {
-				rq->auth_ok = cd && verify_password(
-							    rq->cfg->wc, cd,
-							    rq->user, rq->pass);
+				rq->auth_ok =
+					cd &&
+					verify_password(rq->hash,
+							rq->hash !=
+								rq->cfg->dummy,
+							cd, rq->pass);
 				if (cd)
 					cache_store(mac, rq->auth_ok);
 			}
@@ -764,13 +771,16 @@ static int basic_credentials(struct MHD_Connection *c, char **user, char **pass)
 
 static int check_auth(struct request *rq)
 {
+	const struct web_user *u;
 	char *pass = NULL, *user = NULL;
 	unsigned char mac[32];
 	int cached, ret = AUTH_FAIL;
 
 	if (basic_credentials(rq->conn, &user, &pass))
 		goto out;
-	if (cred_mac(rq->cfg->gen, user, pass, mac))
+	u = web_config_user(rq->cfg->wc, user);
+	rq->hash = u ? u->hash : rq->cfg->dummy;
+	if (cred_mac(user, rq->hash, pass, mac))
 		goto out;
 	cached = cache_lookup(mac);
 	if (cached >= 0) {
@@ -2008,6 +2018,27 @@ static bool stamps_equal(const struct stamp *a, const struct stamp *b)
 }
 
 /*
+ * The hash an unknown user's password is checked against: a bcrypt
+ * setting (no hash: nothing matches it) of a random salt and the highest
+ * cost of @wc's users, so that checking it takes as long as checking
+ * theirs.  exporter-toolkit uses a fixed cost-10 hash.
+ */
+static bool dummy_hash(const struct web_config *wc, char *out, size_t len)
+{
+	unsigned long cost = 4;
+	size_t i;
+
+	for (i = 0; i < wc->nusers; i++) {
+		/* $2y$NN$: checked by webconfig.c */
+		unsigned long c = strtoul(wc->users[i].hash + 4, NULL, 10);
+
+		if (c > cost && c <= 31)
+			cost = c;
+	}
+	return crypt_gensalt_rn("$2b$", cost, NULL, 0, out, (int)len) != NULL;
+}
+
+/*
  * Read the web config at @path into a new cfg (or an empty one when @path
  * is NULL): the file, and for TLS the credentials each handshake gets
  * (certificate, key, the CA names a client may choose from), the priority
@@ -2016,7 +2047,6 @@ static bool stamps_equal(const struct stamp *a, const struct stamp *b)
 static int cfg_load(const char *path, struct cfg **out, char *err,
 		    size_t errlen)
 {
-	static unsigned long gen;
 	struct cfg *c = calloc(1, sizeof(*c));
 	const char *errpos = NULL;
 	struct web_config *wc;
@@ -2027,7 +2057,6 @@ static int cfg_load(const char *path, struct cfg **out, char *err,
 	if (!c)
 		return -ENOMEM;
 	c->refs = 1;
-	c->gen = ++gen;
 	if (!path) {
 		*out = c;
 		return 0;
@@ -2039,6 +2068,12 @@ static int cfg_load(const char *path, struct cfg **out, char *err,
 	}
 	wc = c->wc;
 	stamp_files(path, wc, c->stamps);
+	if (wc->nusers && !dummy_hash(wc, c->dummy, sizeof(c->dummy))) {
+		snprintf(err, errlen, "%s: cannot make a bcrypt salt: %s", path,
+			 strerror(errno));
+		cfg_free(c);
+		return -EIO;
+	}
 	if (!wc->tls) {
 		*out = c;
 		return 0;
