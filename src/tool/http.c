@@ -38,13 +38,16 @@
  * that refuse with the right alert and log the peer and the reason.
  *
  * Slow clients: libmicrohttpd's idle timeout restarts with every byte, so
- * a client sending its request a byte at a time would hold its slot for
- * ever.  Every connection is therefore on a list (struct conn) with a
- * deadline for its request (HEADER_TIMEOUT_S from its start, or from its
- * request line on a kept-alive connection), which the main thread
- * enforces once a second by shutting the socket down (libmicrohttpd then
- * closes it); and one client address holds at most
- * --web.max-connections-per-client of them.
+ * a client sending its request, or reading its answer, a byte at a time
+ * would hold its slot for ever.  Every connection is therefore on a list
+ * (struct conn) with a deadline, which the main thread enforces once a
+ * second by shutting the socket down (libmicrohttpd then closes it): for
+ * its first request, HEADER_TIMEOUT_S from its start; for a later one on
+ * a kept-alive connection, IDLE_TIMEOUT_S from the end of the answer
+ * before and HEADER_TIMEOUT_S from its request line, whichever comes
+ * first; for an answer, SEND_TIMEOUT_S from when it is queued.  While a
+ * request waits for its scrape or its bcrypt check, none.  And one client
+ * address holds at most --web.max-connections-per-client of them.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -81,6 +84,7 @@
 
 #define IDLE_TIMEOUT_S	 30 /* a connection silent this long is closed */
 #define HEADER_TIMEOUT_S 10 /* to send a whole request, however slowly */
+#define SEND_TIMEOUT_S	 30 /* to read a whole answer, however slowly */
 #define CONN_MEMORY	 (16 << 10) /* per connection: request head + buffers */
 #define CRED_CACHE	 64	    /* verified (user, password) pairs kept */
 #define MAX_POOL	 4	    /* MHD threads per address */
@@ -180,6 +184,12 @@ struct listener {
 	time_t paused;	      /* TLS: out of fds, not accepting until then */
 };
 
+enum conn_phase {
+	CONN_REQUEST, /* waiting for (the rest of) a request: a deadline */
+	CONN_ANSWER,  /* its answer is being made (scrape, bcrypt): none */
+	CONN_SENDING, /* its answer is queued: a deadline to read it */
+};
+
 /*
  * A connection libmicrohttpd serves, from its start to its end (its
  * socket context), on srv.conns.  The deadline is the main thread's to
@@ -191,8 +201,9 @@ struct conn {
 	char peer[INET6_ADDRSTRLEN + 16];
 	struct timespec start;
 	/* Under srv.conn_lock: */
-	struct timespec deadline; /* for the request it waits for */
-	bool waiting;		  /* for (the rest of) a request */
+	enum conn_phase phase;
+	struct timespec deadline; /* for the request, or the answer */
+	int limit;		  /* the seconds that deadline gave */
 	bool cut;		  /* shut down at its deadline */
 	/* TLS */
 	struct cfg *cfg;   /* the web config its handshake uses */
@@ -1478,7 +1489,8 @@ static void conn_start(struct MHD_Connection *c, void **sctx)
 	if (cn) {
 		cn->deadline = cn->start;
 		ts_add(&cn->deadline, HEADER_TIMEOUT_S);
-		cn->waiting = true;
+		cn->limit = HEADER_TIMEOUT_S;
+		cn->phase = CONN_REQUEST;
 		cn->next = srv.conns;
 		if (srv.conns)
 			srv.conns->prev = cn;
@@ -1531,12 +1543,12 @@ static void conn_end(struct conn *cn)
 }
 
 /*
- * Where a connection is in its requests: @waiting for one (@from now,
- * with @secs to go, never later than the deadline it has), or not (a
- * request is being answered: no deadline).
+ * Where a connection is in its requests: @phase, with a deadline @secs
+ * from now (none for CONN_ANSWER); with @sooner, a request's deadline
+ * never later than the one it has.
  */
-static void conn_state(struct MHD_Connection *c, bool waiting, int secs,
-		       bool sooner)
+static void conn_state(struct MHD_Connection *c, enum conn_phase phase,
+		       int secs, bool sooner)
 {
 	const union MHD_ConnectionInfo *ci =
 		MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
@@ -1548,22 +1560,29 @@ static void conn_state(struct MHD_Connection *c, bool waiting, int secs,
 	clock_gettime(CLOCK_MONOTONIC, &t);
 	ts_add(&t, secs);
 	pthread_mutex_lock(&srv.conn_lock);
-	if (waiting &&
-	    (!sooner || !cn->waiting || ts_before(&t, &cn->deadline)))
+	if (phase != CONN_ANSWER &&
+	    (!sooner || cn->phase != phase || ts_before(&t, &cn->deadline))) {
 		cn->deadline = t;
-	cn->waiting = waiting;
+		cn->limit = secs;
+	}
+	cn->phase = phase;
 	pthread_mutex_unlock(&srv.conn_lock);
 }
 
 /*
  * The main thread, once a second: shut down each connection past its
- * deadline for a request (libmicrohttpd sees the end of the stream and
- * closes it; the socket stays libmicrohttpd's until then, and conn_end()
- * takes it off the list under the same lock first).
+ * deadline for a request or for reading its answer (libmicrohttpd sees
+ * the end of the stream and closes it; the socket stays libmicrohttpd's
+ * until then, and conn_end() takes it off the list under the same lock
+ * first).
  */
 static void conn_watch(void)
 {
-	char peers[4][INET6_ADDRSTRLEN + 16], limit[16];
+	struct {
+		char peer[INET6_ADDRSTRLEN + 16];
+		char limit[16];
+		bool sending;
+	} cut[4];
 	struct timespec now;
 	unsigned int n = 0, i;
 	struct conn *cn;
@@ -1571,22 +1590,29 @@ static void conn_watch(void)
 	clock_gettime(CLOCK_MONOTONIC, &now);
 	pthread_mutex_lock(&srv.conn_lock);
 	for (cn = srv.conns; cn; cn = cn->next) {
-		if (!cn->waiting || cn->cut || ts_before(&now, &cn->deadline))
+		if (cn->phase == CONN_ANSWER || cn->cut ||
+		    ts_before(&now, &cn->deadline))
 			continue;
 		if (cn->fd >= 0)
 			shutdown(cn->fd, SHUT_RDWR);
 		cn->cut = true;
-		if (n < 4)
-			snprintf(peers[n], sizeof(peers[0]), "%s", cn->peer);
+		if (n < 4) {
+			snprintf(cut[n].peer, sizeof(cut[n].peer), "%s",
+				 cn->peer);
+			snprintf(cut[n].limit, sizeof(cut[n].limit), "%ds",
+				 cn->limit);
+			cut[n].sending = cn->phase == CONN_SENDING;
+		}
 		n++;
 	}
 	pthread_mutex_unlock(&srv.conn_lock);
-	snprintf(limit, sizeof(limit), "%ds", HEADER_TIMEOUT_S);
 	for (i = 0; i < n && i < 4; i++)
 		if (log_allowed())
 			log_kv(LOG_WARN,
-			       "export: closed a connection that did not send its request in time",
-			       "peer", peers[i], "limit", limit,
+			       cut[i].sending ?
+				       "export: closed a connection that did not read its answer in time" :
+				       "export: closed a connection that did not send its request in time",
+			       "peer", cut[i].peer, "limit", cut[i].limit,
 			       (const char *)NULL);
 }
 
@@ -1595,7 +1621,7 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
 {
 	(void)cls;
 	(void)uri;
-	conn_state(c, true, HEADER_TIMEOUT_S, true);
+	conn_state(c, CONN_REQUEST, HEADER_TIMEOUT_S, true);
 	return NULL;
 }
 
@@ -1624,6 +1650,25 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **sctx,
 /* ------------------------------------------------------------------ */
 /* Requests                                                            */
 
+/*
+ * Queue @resp, the answer to @rq: it must be read within SEND_TIMEOUT_S,
+ * and a /metrics request no longer counts against --web.max-requests
+ * (a client that does not read its answer must not hold a place there).
+ */
+static enum MHD_Result queue(struct request *rq, unsigned int status,
+			     struct MHD_Response *resp)
+{
+	enum MHD_Result r = MHD_queue_response(rq->conn, status, resp);
+
+	if (rq->in_flight) {
+		__atomic_sub_fetch(&srv.in_flight, 1, __ATOMIC_RELAXED);
+		rq->in_flight = false;
+	}
+	if (r == MHD_YES)
+		conn_state(rq->conn, CONN_SENDING, SEND_TIMEOUT_S, false);
+	return r;
+}
+
 static void add_headers(const struct request *rq, struct MHD_Response *resp)
 {
 	const struct web_config *wc = rq->cfg ? rq->cfg->wc : NULL;
@@ -1638,7 +1683,6 @@ static enum MHD_Result respond(struct request *rq, unsigned int status,
 			       const char *type, const char *body,
 			       const char *allow)
 {
-	struct MHD_Connection *c = rq->conn;
 	struct MHD_Response *resp = MHD_create_response_from_buffer(
 		strlen(body), (void *)body, MHD_RESPMEM_PERSISTENT);
 	enum MHD_Result r;
@@ -1652,7 +1696,7 @@ static enum MHD_Result respond(struct request *rq, unsigned int status,
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE,
 					"Basic realm=\"kvmstats\"");
 	add_headers(rq, resp);
-	r = MHD_queue_response(c, status, resp);
+	r = queue(rq, status, resp);
 	MHD_destroy_response(resp);
 	return r;
 }
@@ -1663,20 +1707,33 @@ static enum MHD_Result respond_text(struct request *rq, unsigned int status,
 	return respond(rq, status, "text/plain; charset=utf-8", body, NULL);
 }
 
-/* A plain-text answer whose @body libmicrohttpd copies. */
+/*
+ * A plain-text answer whose @body libmicrohttpd copies, with
+ * X-Content-Type-Options: nosniff as Go's http.Error sends (node_exporter's
+ * 503 is one), unless the web config sets that header.
+ */
 static enum MHD_Result respond_copy(struct request *rq, unsigned int status,
 				    const char *body)
 {
+	const struct web_config *wc = rq->cfg ? rq->cfg->wc : NULL;
 	struct MHD_Response *resp = MHD_create_response_from_buffer(
 		strlen(body), (void *)body, MHD_RESPMEM_MUST_COPY);
 	enum MHD_Result r;
+	bool nosniff = true;
+	size_t i;
 
 	if (!resp)
 		return MHD_NO;
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
 				"text/plain; charset=utf-8");
+	for (i = 0; wc && i < wc->nheaders; i++)
+		if (!strcasecmp(wc->headers[i].name, "X-Content-Type-Options"))
+			nosniff = false;
+	if (nosniff)
+		MHD_add_response_header(resp, "X-Content-Type-Options",
+					"nosniff");
 	add_headers(rq, resp);
-	r = MHD_queue_response(rq->conn, status, resp);
+	r = queue(rq, status, resp);
 	MHD_destroy_response(resp);
 	return r;
 }
@@ -1707,7 +1764,7 @@ static enum MHD_Result send_result(struct request *rq)
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_ENCODING,
 					"gzip");
 	add_headers(rq, resp);
-	ret = MHD_queue_response(rq->conn, r->status, resp);
+	ret = queue(rq, r->status, resp);
 	MHD_destroy_response(resp);
 	return ret;
 }
@@ -1872,7 +1929,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
 	 */
 	if (!rq->settled) {
 		rq->settled = true;
-		conn_state(c, false, 0, false); /* all in: no deadline */
+		/* All in: no deadline while it is answered. */
+		conn_state(c, CONN_ANSWER, 0, false);
 		return MHD_YES;
 	}
 	return serve(rq, url, method);
@@ -1886,7 +1944,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 	(void)cls;
 	(void)toe;
 	/* Kept alive, it waits for its next request: the idle timeout. */
-	conn_state(c, true, IDLE_TIMEOUT_S, false);
+	conn_state(c, CONN_REQUEST, IDLE_TIMEOUT_S, false);
 	if (!rq)
 		return;
 	if (rq->in_flight)
