@@ -123,15 +123,6 @@ enum rq_state {
  * with, and a reload (SIGHUP, or a file it names that changed) swaps in a
  * new one without disturbing either.
  */
-struct stamp {
-	dev_t dev;
-	ino_t ino;
-	off_t size;
-	struct timespec mtime, ctime;
-};
-
-#define CFG_FILES 4 /* the config, cert_file, key_file, client_ca_file */
-
 struct cfg {
 	unsigned int refs;
 	/* An unknown user's password is checked against this (see verify). */
@@ -142,7 +133,7 @@ struct cfg {
 	gnutls_priority_t prio13; /* with cipher_suites: TLS 1.3 sessions */
 	gnutls_x509_trust_list_t trust; /* client CAs, to verify clients */
 	int pk; /* the certificate's public key algorithm (gnutls_pk_algorithm_t) */
-	struct stamp stamps[CFG_FILES];
+	struct web_files files; /* what the load read, to notice changes */
 };
 
 struct request {
@@ -223,9 +214,10 @@ struct handoff {
 static struct server {
 	const char *cfg_path;
 	pthread_mutex_t cfg_lock, reload_lock;
-	struct cfg *cfg;		/* the current web config, or NULL */
-	struct stamp failed[CFG_FILES]; /* the files of a reload that failed */
-	bool tls;			/* fixed at start */
+	struct cfg *cfg; /* the current web config, or NULL */
+	/* Under reload_lock: the files of the last reload refused, if any. */
+	struct web_files failed;
+	bool tls; /* fixed at start */
 	unsigned int max_connections;
 	unsigned int max_per_client;
 	unsigned int max_in_flight, in_flight; /* --web.max-requests */
@@ -2013,6 +2005,7 @@ static void cfg_free(struct cfg *c)
 	if (c->trust)
 		gnutls_x509_trust_list_deinit(c->trust, 1);
 	web_config_free(c->wc);
+	web_files_clear(&c->files);
 	free(c);
 }
 
@@ -2041,38 +2034,110 @@ static void cfg_put(struct cfg *c)
 		cfg_free(c);
 }
 
-/* The state of the config file and of the files it names. */
-static void stamp_files(const char *cfg_path, const struct web_config *wc,
-			struct stamp *st)
-{
-	const char *paths[CFG_FILES] = { cfg_path, wc ? wc->cert_path : NULL,
-					 wc ? wc->key_path : NULL,
-					 wc ? wc->client_ca_path : NULL };
-	struct stat sb;
-	int i;
+/*
+ * Files are known to have changed by their state (stat(2)): device,
+ * inode, size, modification and change times.  A change within a
+ * timestamp's granularity of the moment a file was read (a kernel clock
+ * tick, 4 ms at HZ=250; a second on file systems with coarse timestamps)
+ * can leave that state the same, a same-size rewrite say: as git does
+ * with "racily clean" index entries, a file whose change time is that
+ * close to its read is uncertain, and read again once RACY_NS have
+ * passed since its change time, whatever its state says.
+ */
+#define RACY_NS 2000000000LL
 
-	memset(st, 0, CFG_FILES * sizeof(*st));
-	for (i = 0; i < CFG_FILES; i++) {
-		if (!paths[i] || stat(paths[i], &sb))
+static long long ts_ns(const struct timespec *t)
+{
+	return (long long)t->tv_sec * 1000000000LL + t->tv_nsec;
+}
+
+static bool file_uncertain(const struct web_file *f)
+{
+	return !f->err && ts_ns(&f->ctime) + RACY_NS > ts_ns(&f->seen);
+}
+
+/*
+ * Has a file of @fs changed since it was read, or is one uncertain and
+ * due to be read again (see RACY_NS)?
+ */
+static bool files_changed(const struct web_files *fs)
+{
+	struct timespec now;
+	struct stat sb;
+	size_t i;
+
+	clock_gettime(CLOCK_REALTIME, &now);
+	for (i = 0; i < fs->n; i++) {
+		const struct web_file *f = &fs->f[i];
+		int err = stat(f->path, &sb) ? errno : 0;
+
+		if (err != f->err)
+			return true;
+		if (err)
 			continue;
-		st[i] = (struct stamp){ sb.st_dev, sb.st_ino, sb.st_size,
-					sb.st_mtim, sb.st_ctim };
+		if (sb.st_dev != f->dev || sb.st_ino != f->ino ||
+		    sb.st_size != f->size ||
+		    ts_ns(&sb.st_mtim) != ts_ns(&f->mtime) ||
+		    ts_ns(&sb.st_ctim) != ts_ns(&f->ctime))
+			return true;
+		if (file_uncertain(f) &&
+		    ts_ns(&now) >= ts_ns(&f->ctime) + RACY_NS)
+			return true;
+	}
+	return false;
+}
+
+/* Did @a and @b read the same files and find the same in them? */
+static bool files_same(const struct web_files *a, const struct web_files *b)
+{
+	size_t i;
+
+	if (a->n != b->n)
+		return false;
+	for (i = 0; i < a->n; i++)
+		if (strcmp(a->f[i].path, b->f[i].path) ||
+		    a->f[i].err != b->f[i].err ||
+		    memcmp(a->f[i].sha256, b->f[i].sha256,
+			   sizeof(a->f[i].sha256)))
+			return false;
+	return true;
+}
+
+/*
+ * How much a client must prove with its certificate: nothing, a
+ * certificate (any, or a verified one if it sends one), a verified one.
+ */
+static int cert_rank(enum web_client_auth a)
+{
+	switch (a) {
+	case WEB_REQUIRE_AND_VERIFY_CLIENT_CERT:
+		return 2;
+	case WEB_REQUIRE_ANY_CLIENT_CERT:
+	case WEB_VERIFY_CLIENT_CERT_IF_GIVEN:
+		return 1;
+	default:
+		return 0;
 	}
 }
 
-static bool stamps_equal(const struct stamp *a, const struct stamp *b)
+/*
+ * Does @n let in clients @o keeps out?  What it is, or NULL.  A file
+ * rewritten in place is empty, or half written, for a moment: a reload
+ * that a file change alone started must not open the exporter then.
+ */
+static const char *weakens(const struct web_config *o,
+			   const struct web_config *n)
 {
-	int i;
-
-	for (i = 0; i < CFG_FILES; i++)
-		if (a[i].dev != b[i].dev || a[i].ino != b[i].ino ||
-		    a[i].size != b[i].size ||
-		    a[i].mtime.tv_sec != b[i].mtime.tv_sec ||
-		    a[i].mtime.tv_nsec != b[i].mtime.tv_nsec ||
-		    a[i].ctime.tv_sec != b[i].ctime.tv_sec ||
-		    a[i].ctime.tv_nsec != b[i].ctime.tv_nsec)
-			return false;
-	return true;
+	if (!o)
+		return NULL;
+	if (o->nusers && !n->nusers)
+		return "it takes out every basic_auth user";
+	if (o->tls && n->tls &&
+	    cert_rank(n->client_auth) < cert_rank(o->client_auth))
+		return "its client_auth_type asks less of client certificates";
+	if (o->nsans && !n->nsans)
+		return "it drops client_allowed_sans";
+	return NULL;
 }
 
 /*
@@ -2100,7 +2165,9 @@ static bool dummy_hash(const struct web_config *wc, char *out, size_t len)
  * Read the web config at @path into a new cfg (or an empty one when @path
  * is NULL): the file, and for TLS the credentials each handshake gets
  * (certificate, key, the CA names a client may choose from), the priority
- * cache and the client CAs to verify with.  -errno with @err said.
+ * cache and the client CAs to verify with.  -errno with @err said; then
+ * *@out is still a cfg (unless out of memory), for the files it read, to
+ * be freed with cfg_free().
  */
 static int cfg_load(const char *path, struct cfg **out, char *err,
 		    size_t errlen)
@@ -2119,17 +2186,16 @@ static int cfg_load(const char *path, struct cfg **out, char *err,
 		*out = c;
 		return 0;
 	}
-	r = web_config_load(path, &c->wc, err, errlen);
+	r = web_config_load(path, &c->wc, &c->files, err, errlen);
 	if (r) {
-		free(c);
+		*out = c; /* for its files: what failed */
 		return r;
 	}
 	wc = c->wc;
-	stamp_files(path, wc, c->stamps);
 	if (wc->nusers && !dummy_hash(wc, c->dummy, sizeof(c->dummy))) {
 		snprintf(err, errlen, "%s: cannot make a bcrypt salt: %s", path,
 			 strerror(errno));
-		cfg_free(c);
+		*out = c;
 		return -EIO;
 	}
 	if (!wc->tls) {
@@ -2177,7 +2243,7 @@ static int cfg_load(const char *path, struct cfg **out, char *err,
 		r = gnutls_priority_init(&c->prio13, wc->priorities13, &errpos);
 	if (r < 0) {
 		snprintf(err, errlen, "%s: %s", path, gnutls_strerror(r));
-		cfg_free(c);
+		*out = c;
 		return -EINVAL;
 	}
 	*out = c;
@@ -2185,60 +2251,75 @@ static int cfg_load(const char *path, struct cfg **out, char *err,
 }
 
 /*
- * Load the web config again (@if_changed: unless its files are as they
- * were when loaded); an invalid one is logged and the current one kept.
- * Turning TLS on or off needs other listeners: a restart.  0 or -errno.
+ * Load the web config again (@if_changed: only if its files changed
+ * since they were read, or are uncertain and due, and differ from those
+ * of the last reload refused); an invalid one is logged and the current
+ * one kept, as is one that turns TLS on or off (that needs other
+ * listeners: a restart) and, unless @forced (SIGHUP), one that weakens
+ * authentication (weakens()).  Contents the same as the current one's
+ * are taken without a word.  0 or -errno.
  */
-static int reload(const char *why, bool if_changed)
+static int reload(const char *why, bool if_changed, bool forced)
 {
-	struct cfg *c, *old;
-	struct stamp now[CFG_FILES];
+	struct cfg *c = NULL, *old;
+	const char *weaker = NULL;
 	char err[512];
+	bool same, said;
 	int r;
 
 	if (!srv.cfg_path)
 		return 0;
 	pthread_mutex_lock(&srv.reload_lock);
-	if (if_changed) {
-		/* Another thread may have reloaded while this one waited. */
-		old = cfg_get();
-		stamp_files(srv.cfg_path, old ? old->wc : NULL, now);
-		pthread_mutex_lock(&srv.cfg_lock);
-		r = old && !stamps_equal(now, old->stamps) &&
-		    !stamps_equal(now, srv.failed);
-		pthread_mutex_unlock(&srv.cfg_lock);
+	old = cfg_get();
+	if (if_changed && (!old || !files_changed(&old->files) ||
+			   (srv.failed.n && !files_changed(&srv.failed)))) {
+		/* Another thread did it, or it is what was refused. */
 		cfg_put(old);
-		if (!r) {
-			pthread_mutex_unlock(&srv.reload_lock);
-			return 0;
-		}
+		pthread_mutex_unlock(&srv.reload_lock);
+		return 0;
 	}
 	r = cfg_load(srv.cfg_path, &c, err, sizeof(err));
-	old = cfg_get();
+	if (!c) {
+		cfg_put(old);
+		pthread_mutex_unlock(&srv.reload_lock);
+		return r;
+	}
 	if (!r && c->wc->tls != srv.tls) {
 		snprintf(err, sizeof(err),
 			 "%s: it turns TLS %s, which needs a restart",
 			 srv.cfg_path, srv.tls ? "off" : "on");
-		cfg_free(c);
 		r = -EINVAL;
 	}
+	if (!r && !forced && old && (weaker = weakens(old->wc, c->wc))) {
+		snprintf(
+			err, sizeof(err),
+			"%s: %s, which a change of the file alone does not apply (a file being rewritten can look like that for a moment): send SIGHUP (systemctl reload) to apply it",
+			srv.cfg_path, weaker);
+		r = -EPERM;
+	}
 	if (r) {
-		/* Said once for these files, not at every connection. */
-		stamp_files(srv.cfg_path, old ? old->wc : NULL, now);
-		pthread_mutex_lock(&srv.cfg_lock);
-		memcpy(srv.failed, now, sizeof(now));
-		pthread_mutex_unlock(&srv.cfg_lock);
-		log_kv(LOG_ERROR,
-		       "export: reloading the web config failed, keeping the one loaded before",
-		       "why", why, "error", err, (const char *)NULL);
+		/* Said once for these contents, not at every request. */
+		said = srv.failed.n && files_same(&srv.failed, &c->files);
+		web_files_clear(&srv.failed);
+		srv.failed = c->files;
+		memset(&c->files, 0, sizeof(c->files));
+		cfg_free(c);
+		if (!said || forced)
+			log_kv(weaker ? LOG_WARN : LOG_ERROR,
+			       weaker ?
+				       "export: web config changed, not applied" :
+				       "export: reloading the web config failed, keeping the one loaded before",
+			       "why", why, "error", err, (const char *)NULL);
 	} else {
+		same = old && files_same(&old->files, &c->files);
 		pthread_mutex_lock(&srv.cfg_lock);
 		srv.cfg = c;
-		memset(srv.failed, 0, sizeof(srv.failed));
 		pthread_mutex_unlock(&srv.cfg_lock);
+		web_files_clear(&srv.failed);
 		cfg_put(old); /* the server's reference */
-		log_kv(LOG_INFO, "export: web config reloaded", "why", why,
-		       "file", srv.cfg_path, (const char *)NULL);
+		if (!same || forced)
+			log_kv(LOG_INFO, "export: web config reloaded", "why",
+			       why, "file", srv.cfg_path, (const char *)NULL);
 	}
 	cfg_put(old);
 	pthread_mutex_unlock(&srv.reload_lock);
@@ -2247,29 +2328,25 @@ static int reload(const char *why, bool if_changed)
 
 /*
  * At each new connection and each request: has the config file, or a
- * certificate, key or CA file it names, changed since it was loaded?
- * Then reload, so that a rotated certificate is served from the next
- * handshake on and a user taken out is refused from the next request on.
- * A few stat(2)s a request; a reload under way on another thread is
- * waited for, so the caller gets the config of the files as they are.
+ * certificate, key or CA file it names, changed since it was read (or is
+ * one uncertain, see RACY_NS)?  Then reload, so that a rotated
+ * certificate is served from the next handshake on and a user taken out
+ * is refused from the next request on.  A few stat(2)s a request; a
+ * reload under way on another thread is waited for, so the caller gets
+ * the config of the files as they are.
  */
 static void maybe_reload(void)
 {
-	struct stamp now[CFG_FILES];
 	struct cfg *c;
 	bool changed;
 
 	if (!srv.cfg_path)
 		return;
 	c = cfg_get();
-	stamp_files(srv.cfg_path, c ? c->wc : NULL, now);
-	pthread_mutex_lock(&srv.cfg_lock);
-	changed = c && !stamps_equal(now, c->stamps) &&
-		  !stamps_equal(now, srv.failed);
-	pthread_mutex_unlock(&srv.cfg_lock);
+	changed = c && files_changed(&c->files);
 	cfg_put(c);
 	if (changed)
-		reload("a file changed", true);
+		reload("a file changed", true, false);
 }
 
 /* ------------------------------------------------------------------ */
@@ -2713,6 +2790,7 @@ static void stop_all(void)
 	srv.cfg = NULL;
 	explicit_bzero(srv.mac_key, sizeof(srv.mac_key));
 	explicit_bzero(srv.cache, sizeof(srv.cache));
+	web_files_clear(&srv.failed);
 	for (i = 0; i < 2; i++) {
 		if (srv.wake[i] >= 0)
 			close(srv.wake[i]);
@@ -2742,7 +2820,7 @@ static void sighup(void)
 	sd_notifyf(0, "RELOADING=1\nMONOTONIC_USEC=%llu",
 		   (unsigned long long)t.tv_sec * 1000000ULL +
 			   (unsigned long long)t.tv_nsec / 1000);
-	r = reload("SIGHUP", false);
+	r = reload("SIGHUP", false, true);
 	sd_notifyf(
 		0, "READY=1\nSTATUS=serving %s; %s", srv.tls ? "https" : "http",
 		r ? "the web config did not reload (see the log): the one before is used" :
@@ -2779,6 +2857,7 @@ int http_serve(const struct http_opts *o, http_render_fn render, void *ctx)
 	if (r) {
 		logmsg(LOG_ERROR, "export: --web.config.file %s",
 		       err[0] ? err : strerror(-r));
+		cfg_free(cfg);
 		return EXIT_USAGE;
 	}
 	srv.cfg = cfg;

@@ -21,6 +21,7 @@
 #include <crypt.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <gnutls/crypto.h>
 #include <gnutls/gnutls.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -43,6 +44,7 @@ struct parse {
 	char *err;
 	size_t errlen;
 	struct web_config *c;
+	struct web_files *files; /* what was read, or NULL */
 	/* tls_server_config, before it is turned into PEM and priorities */
 	const char *cert, *key, *client_ca;		   /* inline */
 	const char *cert_file, *key_file, *client_ca_file; /* paths */
@@ -194,20 +196,38 @@ static yaml_node_t *value_of(struct parse *p, const yaml_node_pair_t *pair)
  * regular file: its type is looked at before it is opened, and it is
  * opened without blocking, so that a FIFO (or a file swapped for one in
  * between) is refused at once instead of waiting for a writer, which on a
- * reload would hold a network thread.
+ * reload would hold a network thread.  What was read, and the state of
+ * the descriptor read just before, go to p->files.
  */
 static int read_path(struct parse *p, const yaml_node_t *n, const char *key,
 		     const char *path, char **out)
 {
+	struct web_file *wf = NULL;
 	struct stat st, fst;
 	ssize_t r = 0;
 	size_t len = 0;
 	char *buf;
 	int fd, err;
 
+	if (p->files && p->files->n < WEB_MAX_FILES) {
+		wf = &p->files->f[p->files->n];
+		memset(wf, 0, sizeof(*wf));
+		wf->path = strdup(path);
+		if (!wf->path)
+			return -ENOMEM;
+		p->files->n++;
+	}
 	if (stat(path, &st)) {
 		err = -errno;
 		goto failed;
+	}
+	if (wf) {
+		/* Until it is open: a file that cannot be, changed. */
+		wf->dev = st.st_dev;
+		wf->ino = st.st_ino;
+		wf->size = st.st_size;
+		wf->mtime = st.st_mtim;
+		wf->ctime = st.st_ctim;
 	}
 	if (!S_ISREG(st.st_mode) || st.st_size > FILE_MAX)
 		goto not_regular;
@@ -220,6 +240,14 @@ static int read_path(struct parse *p, const yaml_node_t *n, const char *key,
 	    fst.st_size > FILE_MAX) {
 		close(fd);
 		goto not_regular;
+	}
+	if (wf) {
+		wf->dev = fst.st_dev;
+		wf->ino = fst.st_ino;
+		wf->size = fst.st_size;
+		wf->mtime = fst.st_mtim;
+		wf->ctime = fst.st_ctim;
+		clock_gettime(CLOCK_REALTIME, &wf->seen);
 	}
 	buf = malloc((size_t)fst.st_size + 1);
 	if (!buf) {
@@ -240,6 +268,8 @@ static int read_path(struct parse *p, const yaml_node_t *n, const char *key,
 		free(buf);
 		goto failed;
 	}
+	if (wf && gnutls_hash_fast(GNUTLS_DIG_SHA256, buf, len, wf->sha256))
+		memset(wf->sha256, 0, sizeof(wf->sha256));
 	if (memchr(buf, '\0', len)) {
 		free(buf);
 		return fail(p, n, "%s: %s: contains a NUL byte", key, path);
@@ -249,6 +279,8 @@ static int read_path(struct parse *p, const yaml_node_t *n, const char *key,
 	return 0;
 
 failed:
+	if (wf)
+		wf->err = -err;
 	if (n)
 		fail(p, n, "%s: %s: %s", key, path, strerror(-err));
 	else
@@ -958,10 +990,11 @@ static int parse_root(struct parse *p)
 	return tls_finish(p);
 }
 
-int web_config_load(const char *path, struct web_config **out, char *err,
-		    size_t errlen)
+int web_config_load(const char *path, struct web_config **out,
+		    struct web_files *files, char *err, size_t errlen)
 {
 	struct parse p = { .path = path,
+			   .files = files,
 			   .err = err,
 			   .errlen = errlen,
 			   .min_version = 2, /* TLS12, as exporter-toolkit */
@@ -1011,6 +1044,15 @@ int web_config_load(const char *path, struct web_config **out, char *err,
 	}
 	*out = p.c;
 	return 0;
+}
+
+void web_files_clear(struct web_files *files)
+{
+	size_t i;
+
+	for (i = 0; i < files->n; i++)
+		free(files->f[i].path);
+	memset(files, 0, sizeof(*files));
 }
 
 static void free_secret(char *s)

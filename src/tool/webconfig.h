@@ -10,6 +10,8 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
+#include <time.h>
 
 /* tls_server_config.client_auth_type, as Go's crypto/tls names them. */
 enum web_client_auth {
@@ -69,13 +71,39 @@ struct web_config {
 };
 
 /*
+ * A file a load read, or tried to: as fstat(2) saw the descriptor it was
+ * read from just before the read (so that a change during or after the
+ * read shows), when that was, and a SHA-256 of what was read.
+ */
+struct web_file {
+	char *path;
+	int err; /* 0, or the errno of stat(2) or open(2) */
+	dev_t dev;
+	ino_t ino;
+	off_t size;
+	struct timespec mtime, ctime;
+	struct timespec seen; /* CLOCK_REALTIME of that fstat(2) */
+	unsigned char sha256[32];
+};
+
+#define WEB_MAX_FILES 4 /* the config, cert_file, key_file, client_ca_file */
+
+struct web_files {
+	struct web_file f[WEB_MAX_FILES];
+	size_t n;
+};
+
+/*
  * Read and check @path.  On error returns -errno (-EINVAL for a bad file)
  * and leaves a one-line explanation, naming the file, line and key, in
  * @err.  An empty file is a valid configuration: plain HTTP, no auth.
+ * @files (or NULL), zeroed by the caller, gets every file read or tried,
+ * success or not; web_files_clear() frees what it holds.
  */
-int web_config_load(const char *path, struct web_config **out, char *err,
-		    size_t errlen);
+int web_config_load(const char *path, struct web_config **out,
+		    struct web_files *files, char *err, size_t errlen);
 void web_config_free(struct web_config *c);
+void web_files_clear(struct web_files *files);
 
 /* The user named @name, or NULL. */
 const struct web_user *web_config_user(const struct web_config *c,
