@@ -2801,28 +2801,29 @@ static void stop_all(void)
 }
 
 /*
- * SIGHUP: reload the web config, and tell systemd (Type=notify, or
- * notify-reload, which wants MONOTONIC_USEC with RELOADING=1) that it is
- * reloading and then ready again, whether the new config was taken or
- * the one before kept.
+ * SIGHUP: reload the web config, and tell systemd that it is reloading
+ * and then ready again (RELOADING=1 with MONOTONIC_USEC, which
+ * Type=notify-reload wants, then READY=1), whether the new config was
+ * taken or the one before kept, or there is none to reload: a manager
+ * that waits for READY=1 after a SIGHUP must get it.
  */
 static void sighup(void)
 {
 	struct timespec t;
-	int r;
+	int r = 0;
 
-	if (!srv.cfg_path) {
-		logmsg(LOG_INFO,
-		       "export: SIGHUP: no --web.config.file to reload");
-		return;
-	}
 	clock_gettime(CLOCK_MONOTONIC, &t);
 	sd_notifyf(0, "RELOADING=1\nMONOTONIC_USEC=%llu",
 		   (unsigned long long)t.tv_sec * 1000000ULL +
 			   (unsigned long long)t.tv_nsec / 1000);
-	r = reload("SIGHUP", false, true);
+	if (srv.cfg_path)
+		r = reload("SIGHUP", false, true);
+	else
+		logmsg(LOG_INFO,
+		       "export: SIGHUP: no --web.config.file to reload");
 	sd_notifyf(
 		0, "READY=1\nSTATUS=serving %s; %s", srv.tls ? "https" : "http",
+		!srv.cfg_path ? "no web config to reload" :
 		r ? "the web config did not reload (see the log): the one before is used" :
 		    "web config reloaded");
 }
