@@ -175,6 +175,17 @@ struct listener {
 	time_t paused;	      /* TLS: out of fds, not accepting until then */
 };
 
+/*
+ * Who a client is, for --web.max-connections-per-client: its IPv4
+ * address (an IPv4-mapped IPv6 address is one), or the /64 of its IPv6
+ * address, which is what one host or one customer gets; len 0 for a local
+ * socket, which is not counted.
+ */
+struct client_key {
+	unsigned char b[8];
+	unsigned char len;
+};
+
 enum conn_phase {
 	CONN_REQUEST, /* waiting for (the rest of) a request: a deadline */
 	CONN_ANSWER,  /* its answer is being made (scrape, bcrypt): none */
@@ -190,7 +201,9 @@ struct conn {
 	struct conn *prev, *next; /* srv.conns, under srv.conn_lock */
 	int fd;			  /* libmicrohttpd's until it says closed */
 	char peer[INET6_ADDRSTRLEN + 16];
+	struct client_key key;
 	struct timespec start;
+	bool refused; /* over --web.max-connections-per-client */
 	/* Under srv.conn_lock: */
 	enum conn_phase phase;
 	struct timespec deadline; /* for the request, or the answer */
@@ -226,6 +239,7 @@ static struct server {
 	struct handoff *handoffs; /* TLS connections not started yet */
 	bool fault_conn;	  /* KVMSTATS_TEST_FAULT=conn-alloc */
 	bool fault_narrow;	  /* KVMSTATS_TEST_FAULT=no-narrowing */
+	bool fault_front;	  /* KVMSTATS_TEST_FAULT=front-alloc */
 	http_render_fn render;
 	void *ctx;
 	const char *telemetry_path;
@@ -828,6 +842,45 @@ static bool log_allowed(void)
 	ok = ++srv.log_count <= 20;
 	pthread_mutex_unlock(&srv.log_lock);
 	return ok;
+}
+
+static void client_key(const struct sockaddr *sa, struct client_key *k)
+{
+	memset(k, 0, sizeof(*k));
+	if (sa && sa->sa_family == AF_INET) {
+		memcpy(k->b, &((const struct sockaddr_in *)sa)->sin_addr, 4);
+		k->len = 4;
+	} else if (sa && sa->sa_family == AF_INET6) {
+		const struct in6_addr *a =
+			&((const struct sockaddr_in6 *)sa)->sin6_addr;
+
+		if (IN6_IS_ADDR_V4MAPPED(a)) {
+			memcpy(k->b, a->s6_addr + 12, 4);
+			k->len = 4;
+		} else {
+			memcpy(k->b, a->s6_addr, 8);
+			k->len = 8;
+		}
+	}
+}
+
+static bool same_key(const struct client_key *a, const struct client_key *b)
+{
+	return a->len && a->len == b->len && !memcmp(a->b, b->b, a->len);
+}
+
+/*
+ * How many connections libmicrohttpd has from @k, on every listener,
+ * those being shut down aside.  Under srv.conn_lock.
+ */
+static unsigned int conns_from(const struct client_key *k)
+{
+	const struct conn *cn;
+	unsigned int n = 0;
+
+	for (cn = srv.conns; cn; cn = cn->next)
+		n += !cn->cut && same_key(&cn->key, k);
+	return n;
 }
 
 static void peer_name(const struct sockaddr *sa, char *buf, size_t len)
@@ -1466,6 +1519,7 @@ static void conn_start(struct MHD_Connection *c, void **sctx)
 		clock_gettime(CLOCK_MONOTONIC, &cn->start);
 		peer_name(ai ? ai->client_addr : NULL, cn->peer,
 			  sizeof(cn->peer));
+		client_key(ai ? ai->client_addr : NULL, &cn->key);
 	}
 	pthread_mutex_lock(&srv.conn_lock);
 	for (hp = &srv.handoffs; *hp; hp = &(*hp)->next) {
@@ -1483,6 +1537,10 @@ static void conn_start(struct MHD_Connection *c, void **sctx)
 		ts_add(&cn->deadline, HEADER_TIMEOUT_S);
 		cn->limit = HEADER_TIMEOUT_S;
 		cn->phase = CONN_REQUEST;
+		/* One client, every listener: --web.max-connections-per-client. */
+		cn->refused = srv.max_per_client &&
+			      conns_from(&cn->key) >= srv.max_per_client;
+		cn->cut = cn->refused;
 		cn->next = srv.conns;
 		if (srv.conns)
 			srv.conns->prev = cn;
@@ -1490,8 +1548,14 @@ static void conn_start(struct MHD_Connection *c, void **sctx)
 		*sctx = cn;
 	}
 	pthread_mutex_unlock(&srv.conn_lock);
-	if (cn && (!srv.tls || tls_start(c, cn)))
+	if (cn && !cn->refused && (!srv.tls || tls_start(c, cn)))
 		return;
+	if (cn && cn->refused) {
+		/* Closed at once, answered nothing (on_request()). */
+		if (fd >= 0)
+			shutdown(fd, SHUT_RDWR);
+		return;
+	}
 	/*
 	 * Fail closed: no handshake can succeed without credentials, the
 	 * socket is shut down (libmicrohttpd closes it), and on_request()
@@ -1886,7 +1950,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
 			c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
 
 		/* A connection conn_start() could not set up: fail closed. */
-		if (!ci || !ci->socket_context)
+		if (!ci || !ci->socket_context ||
+		    ((struct conn *)ci->socket_context)->refused)
 			return MHD_NO;
 		/*
 		 * The first call only has the head.  Answering now would make
@@ -2476,6 +2541,7 @@ struct pending {
 	struct listener *l;
 	struct sockaddr_storage ss;
 	socklen_t sl;
+	struct client_key key;
 	struct timespec accepted;
 	time_t deadline;
 	bool draining; /* the 400 is sent: read what is left, then close */
@@ -2577,34 +2643,41 @@ static void pending_ready(struct pending **pp, int ep)
 	p->deadline = time(NULL) + 2;
 }
 
-/* The address of @a is @b's (the ports aside). */
-static bool same_client(const struct sockaddr_storage *a,
-			const struct sockaddr_storage *b)
+/*
+ * @l cannot take a connection now (out of fds or memory): its socket is
+ * level-triggered, so the front would spin on it.  It rests a second.
+ */
+static void front_pause(struct listener *l, int ep, int err)
 {
-	if (a->ss_family != b->ss_family)
-		return false;
-	if (a->ss_family == AF_INET)
-		return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
-		       ((const struct sockaddr_in *)b)->sin_addr.s_addr;
-	if (a->ss_family == AF_INET6)
-		return !memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
-			       &((const struct sockaddr_in6 *)b)->sin6_addr,
-			       sizeof(struct in6_addr));
-	return false; /* a local socket: no address to count by */
+	epoll_ctl(ep, EPOLL_CTL_DEL, l->fd, NULL);
+	l->paused = time(NULL) + 1;
+	if (log_allowed())
+		log_kv(LOG_WARN,
+		       "export: cannot accept connections for a second",
+		       "listener", l->name, "error", strerror(err),
+		       (const char *)NULL);
 }
 
-/* Accept what @l has; out of fds, @l pauses a second. */
+/* Test hook: KVMSTATS_TEST_FAULT=front-alloc fails that allocation. */
+static struct pending *pending_alloc(void)
+{
+	return srv.fault_front ? NULL : calloc(1, sizeof(struct pending));
+}
+
+/* Accept what @l has; out of fds or memory, @l pauses a second. */
 static void front_accept(struct listener *l, struct pending **head, int ep)
 {
 	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP };
 
 	for (;;) {
-		struct pending *p = calloc(1, sizeof(*p)), *q;
+		struct pending *p = pending_alloc(), *q;
 		unsigned int same = 0;
 		int fd;
 
-		if (!p)
+		if (!p) {
+			front_pause(l, ep, ENOMEM);
 			return;
+		}
 		p->sl = sizeof(p->ss);
 		fd = accept4(l->fd, (void *)&p->ss, &p->sl,
 			     SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -2613,20 +2686,22 @@ static void front_accept(struct listener *l, struct pending **head, int ep)
 
 			free(p);
 			if (e == EMFILE || e == ENFILE || e == ENOBUFS ||
-			    e == ENOMEM) {
-				/* Level-triggered: it would spin.  Rest. */
-				epoll_ctl(ep, EPOLL_CTL_DEL, l->fd, NULL);
-				l->paused = time(NULL) + 1;
-				if (log_allowed())
-					log_kv(LOG_WARN,
-					       "export: cannot accept connections for a second",
-					       "listener", l->name, "error",
-					       strerror(e), (const char *)NULL);
-			}
+			    e == ENOMEM)
+				front_pause(l, ep, e);
 			return;
 		}
-		for (q = *head; q && srv.max_per_client; q = q->next)
-			same += same_client(&q->ss, &p->ss);
+		/*
+		 * The client's connections waiting here, on every listener,
+		 * and those libmicrohttpd has.
+		 */
+		client_key((struct sockaddr *)&p->ss, &p->key);
+		if (srv.max_per_client && p->key.len) {
+			for (q = *head; q; q = q->next)
+				same += same_key(&q->key, &p->key);
+			pthread_mutex_lock(&srv.conn_lock);
+			same += conns_from(&p->key);
+			pthread_mutex_unlock(&srv.conn_lock);
+		}
 		if (l->pending >= srv.max_connections ||
 		    (srv.max_per_client && same >= srv.max_per_client)) {
 			close(fd);
@@ -2736,7 +2811,6 @@ static struct MHD_Daemon *start_daemon(const struct http_opts *o,
 	OPT(MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL);
 	OPT(MHD_OPTION_NOTIFY_CONNECTION, on_connection, NULL);
 	OPT(MHD_OPTION_URI_LOG_CALLBACK, on_uri, NULL);
-	OPT(MHD_OPTION_PER_IP_CONNECTION_LIMIT, o->max_per_client, NULL);
 	OPT(MHD_OPTION_SIGPIPE_HANDLED_BY_APP, 1, NULL);
 	if (srv.tls) {
 		/*
@@ -2851,6 +2925,7 @@ int http_serve(const struct http_opts *o, http_render_fn render, void *ctx)
 	fault = getenv("KVMSTATS_TEST_FAULT");
 	srv.fault_conn = fault && !strcmp(fault, "conn-alloc");
 	srv.fault_narrow = fault && !strcmp(fault, "no-narrowing");
+	srv.fault_front = fault && !strcmp(fault, "front-alloc");
 	srv.scrapes.tail = &srv.scrapes.head;
 	srv.auths.tail = &srv.auths.head;
 	srv.cfg_path = o->web_config;
