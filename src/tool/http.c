@@ -287,8 +287,8 @@ struct listen_addr {
  * "[::]:PORT"; "0.0.0.0:PORT" every IPv4 address only; an IPv4 address;
  * "[V6]:PORT" (with a zone too: [fe80::1%eth0]); or a host name, which,
  * as Go does, is resolved (getaddrinfo) to listen on one of its
- * addresses: the first IPv4 one, else the first.  localhost is 127.0.0.1
- * without asking.  With @resolve false, only the syntax is checked (the
+ * addresses: the first IPv4 one, else the first (localhost too: 127.0.0.1
+ * from /etc/hosts, as for Go).  With @resolve false, only the syntax is checked (the
  * command line); else -EADDRNOTAVAIL, with why in @err, when a name does
  * not resolve.
  */
@@ -342,10 +342,6 @@ static int parse_listen(const char *s, struct listen_addr *a, bool resolve,
 	}
 	a4->sin_family = AF_INET;
 	a4->sin_port = htons((uint16_t)port);
-	if (!strcmp(host, "localhost")) {
-		a4->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-		return 0;
-	}
 	if (inet_pton(AF_INET, host, &a4->sin_addr) == 1)
 		return 0;
 	/* A host name: letters, digits, '-', '.' and '_' (RFC 1123, 2181). */
@@ -2451,7 +2447,7 @@ static int open_listener(const char *spec, struct listener *l, char *err,
 	l->fd = fd;
 	/* A host name says which of its addresses it became. */
 	peer_name((struct sockaddr *)&a.ss, addr, sizeof(addr));
-	if (strchr("[0123456789:", spec[0]) || !strncmp(spec, "localhost:", 10))
+	if (strchr("[0123456789:", spec[0]))
 		snprintf(l->name, sizeof(l->name), "%s", spec);
 	else
 		snprintf(l->name, sizeof(l->name), "%s (%.*s)", spec,
