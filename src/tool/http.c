@@ -288,9 +288,9 @@ struct listen_addr {
  * "[V6]:PORT" (with a zone too: [fe80::1%eth0]); or a host name, which,
  * as Go does, is resolved (getaddrinfo) to listen on one of its
  * addresses: the first IPv4 one, else the first (localhost too: 127.0.0.1
- * from /etc/hosts, as for Go).  With @resolve false, only the syntax is checked (the
- * command line); else -EADDRNOTAVAIL, with why in @err, when a name does
- * not resolve.
+ * from /etc/hosts, as for Go).  With @resolve false, only the syntax is
+ * checked (the command line); else -EADDRNOTAVAIL, with why in @err, when
+ * a name does not resolve.
  */
 static int parse_listen(const char *s, struct listen_addr *a, bool resolve,
 			char *err, size_t errlen)
@@ -2354,7 +2354,7 @@ static int reload(const char *why, bool if_changed, bool forced)
 	if (!r && !forced && old && (weaker = weakens(old->wc, c->wc))) {
 		snprintf(
 			err, sizeof(err),
-			"%s: %s, which a change of the file alone does not apply (a file being rewritten can look like that for a moment): send SIGHUP (systemctl reload) to apply it",
+			"%s: %s; a file rewritten in place is empty or partial for a moment, so a change of the file alone does not apply that: if it is meant, send SIGHUP (systemctl reload)",
 			srv.cfg_path, weaker);
 		r = -EPERM;
 	}
