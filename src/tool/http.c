@@ -38,13 +38,16 @@
  * that refuse with the right alert and log the peer and the reason.
  *
  * Slow clients: libmicrohttpd's idle timeout restarts with every byte, so
- * a client sending its request a byte at a time would hold its slot for
- * ever.  Every connection is therefore on a list (struct conn) with a
- * deadline for its request (HEADER_TIMEOUT_S from its start, or from its
- * request line on a kept-alive connection), which the main thread
- * enforces once a second by shutting the socket down (libmicrohttpd then
- * closes it); and one client address holds at most
- * --web.max-connections-per-client of them.
+ * a client sending its request, or reading its answer, a byte at a time
+ * would hold its slot for ever.  Every connection is therefore on a list
+ * (struct conn) with a deadline, which the main thread enforces once a
+ * second by shutting the socket down (libmicrohttpd then closes it): for
+ * its first request, HEADER_TIMEOUT_S from its start; for a later one on
+ * a kept-alive connection, IDLE_TIMEOUT_S from the end of the answer
+ * before and HEADER_TIMEOUT_S from its request line, whichever comes
+ * first; for an answer, SEND_TIMEOUT_S from when it is queued.  While a
+ * request waits for its scrape or its bcrypt check, none.  And one client
+ * address holds at most --web.max-connections-per-client of them.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -81,6 +84,7 @@
 
 #define IDLE_TIMEOUT_S	 30 /* a connection silent this long is closed */
 #define HEADER_TIMEOUT_S 10 /* to send a whole request, however slowly */
+#define SEND_TIMEOUT_S	 30 /* to read a whole answer, however slowly */
 #define CONN_MEMORY	 (16 << 10) /* per connection: request head + buffers */
 #define CRED_CACHE	 64	    /* verified (user, password) pairs kept */
 #define MAX_POOL	 4	    /* MHD threads per address */
@@ -119,24 +123,17 @@ enum rq_state {
  * with, and a reload (SIGHUP, or a file it names that changed) swaps in a
  * new one without disturbing either.
  */
-struct stamp {
-	dev_t dev;
-	ino_t ino;
-	off_t size;
-	struct timespec mtime, ctime;
-};
-
-#define CFG_FILES 4 /* the config, cert_file, key_file, client_ca_file */
-
 struct cfg {
 	unsigned int refs;
-	unsigned long gen; /* 1, 2, ...: which load this is */
+	/* An unknown user's password is checked against this (see verify). */
+	char dummy[CRYPT_GENSALT_OUTPUT_SIZE];
 	struct web_config *wc;
 	gnutls_certificate_credentials_t cred; /* certificate, key, CA names */
 	gnutls_priority_t prio;
 	gnutls_priority_t prio13; /* with cipher_suites: TLS 1.3 sessions */
 	gnutls_x509_trust_list_t trust; /* client CAs, to verify clients */
-	struct stamp stamps[CFG_FILES];
+	int pk; /* the certificate's public key algorithm (gnutls_pk_algorithm_t) */
+	struct web_files files; /* what the load read, to notice changes */
 };
 
 struct request {
@@ -149,6 +146,7 @@ struct request {
 	bool in_flight;	   /* counted in srv.in_flight (--web.max-requests) */
 	bool settled;	   /* the final call came once (on_request()) */
 	char *user, *pass; /* for the verifier */
+	const char *hash;  /* the user's bcrypt hash in cfg, or cfg's dummy */
 	struct result *res;
 	struct request *next;
 };
@@ -163,8 +161,7 @@ struct queue {
 };
 
 struct cred {
-	unsigned char
-		mac[32]; /* HMAC-SHA256 of config gen, user NUL password */
+	unsigned char mac[32]; /* HMAC-SHA256 of user NUL hash NUL password */
 	bool used, ok;
 	unsigned long stamp;
 };
@@ -179,6 +176,23 @@ struct listener {
 };
 
 /*
+ * Who a client is, for --web.max-connections-per-client: its IPv4
+ * address (an IPv4-mapped IPv6 address is one), or the /64 of its IPv6
+ * address, which is what one host or one customer gets; len 0 for a local
+ * socket, which is not counted.
+ */
+struct client_key {
+	unsigned char b[8];
+	unsigned char len;
+};
+
+enum conn_phase {
+	CONN_REQUEST, /* waiting for (the rest of) a request: a deadline */
+	CONN_ANSWER,  /* its answer is being made (scrape, bcrypt): none */
+	CONN_SENDING, /* its answer is queued: a deadline to read it */
+};
+
+/*
  * A connection libmicrohttpd serves, from its start to its end (its
  * socket context), on srv.conns.  The deadline is the main thread's to
  * enforce (conn_watch()); the rest, for TLS, what the handshake did.
@@ -187,10 +201,13 @@ struct conn {
 	struct conn *prev, *next; /* srv.conns, under srv.conn_lock */
 	int fd;			  /* libmicrohttpd's until it says closed */
 	char peer[INET6_ADDRSTRLEN + 16];
+	struct client_key key;
 	struct timespec start;
+	bool refused; /* over --web.max-connections-per-client */
 	/* Under srv.conn_lock: */
-	struct timespec deadline; /* for the request it waits for */
-	bool waiting;		  /* for (the rest of) a request */
+	enum conn_phase phase;
+	struct timespec deadline; /* for the request, or the answer */
+	int limit;		  /* the seconds that deadline gave */
 	bool cut;		  /* shut down at its deadline */
 	/* TLS */
 	struct cfg *cfg;   /* the web config its handshake uses */
@@ -210,9 +227,10 @@ struct handoff {
 static struct server {
 	const char *cfg_path;
 	pthread_mutex_t cfg_lock, reload_lock;
-	struct cfg *cfg;		/* the current web config, or NULL */
-	struct stamp failed[CFG_FILES]; /* the files of a reload that failed */
-	bool tls;			/* fixed at start */
+	struct cfg *cfg; /* the current web config, or NULL */
+	/* Under reload_lock: the files of the last reload refused, if any. */
+	struct web_files failed;
+	bool tls; /* fixed at start */
 	unsigned int max_connections;
 	unsigned int max_per_client;
 	unsigned int max_in_flight, in_flight; /* --web.max-requests */
@@ -220,6 +238,8 @@ static struct server {
 	struct conn *conns;	  /* every connection libmicrohttpd has */
 	struct handoff *handoffs; /* TLS connections not started yet */
 	bool fault_conn;	  /* KVMSTATS_TEST_FAULT=conn-alloc */
+	bool fault_narrow;	  /* KVMSTATS_TEST_FAULT=no-narrowing */
+	bool fault_front;	  /* KVMSTATS_TEST_FAULT=front-alloc */
 	http_render_fn render;
 	void *ctx;
 	const char *telemetry_path;
@@ -267,10 +287,10 @@ struct listen_addr {
  * "[::]:PORT"; "0.0.0.0:PORT" every IPv4 address only; an IPv4 address;
  * "[V6]:PORT" (with a zone too: [fe80::1%eth0]); or a host name, which,
  * as Go does, is resolved (getaddrinfo) to listen on one of its
- * addresses: the first IPv4 one, else the first.  localhost is 127.0.0.1
- * without asking.  With @resolve false, only the syntax is checked (the
- * command line); else -EADDRNOTAVAIL, with why in @err, when a name does
- * not resolve.
+ * addresses: the first IPv4 one, else the first (localhost too: 127.0.0.1
+ * from /etc/hosts, as for Go).  With @resolve false, only the syntax is
+ * checked (the command line); else -EADDRNOTAVAIL, with why in @err, when
+ * a name does not resolve.
  */
 static int parse_listen(const char *s, struct listen_addr *a, bool resolve,
 			char *err, size_t errlen)
@@ -322,10 +342,6 @@ static int parse_listen(const char *s, struct listen_addr *a, bool resolve,
 	}
 	a4->sin_family = AF_INET;
 	a4->sin_port = htons((uint16_t)port);
-	if (!strcmp(host, "localhost")) {
-		a4->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-		return 0;
-	}
 	if (inet_pton(AF_INET, host, &a4->sin_addr) == 1)
 		return 0;
 	/* A host name: letters, digits, '-', '.' and '_' (RFC 1123, 2181). */
@@ -586,24 +602,28 @@ static bool ct_equal(const void *a, const void *b, size_t len)
 }
 
 /*
- * The cache key of (user, password) under config @gen: a verdict of an
- * older config (its users may differ) never matches.
+ * The cache key of (@user, its bcrypt @hash, @pass), as exporter-toolkit
+ * keys its cache: a verdict holds as long as the user has that hash, over
+ * reloads, and a hash changed or a user taken out (checked against the
+ * dummy hash then) never matches an older one.  An HMAC under a key drawn
+ * at start, so the cache holds no password, nor anything to test one
+ * against without the key.
  */
-static int cred_mac(unsigned long gen, const char *user, const char *pass,
+static int cred_mac(const char *user, const char *hash, const char *pass,
 		    unsigned char *mac)
 {
-	size_t ul = strlen(user), pl = strlen(pass), gl = sizeof(gen);
-	char *msg = malloc(gl + ul + pl + 1);
+	size_t ul = strlen(user) + 1, hl = strlen(hash) + 1, pl = strlen(pass);
+	char *msg = malloc(ul + hl + pl);
 	int r;
 
 	if (!msg)
 		return -ENOMEM;
-	memcpy(msg, &gen, gl);
-	memcpy(msg + gl, user, ul + 1);
-	memcpy(msg + gl + ul + 1, pass, pl);
+	memcpy(msg, user, ul);
+	memcpy(msg + ul, hash, hl);
+	memcpy(msg + ul + hl, pass, pl);
 	r = gnutls_hmac_fast(GNUTLS_MAC_SHA256, srv.mac_key,
-			     sizeof(srv.mac_key), msg, gl + ul + 1 + pl, mac);
-	explicit_bzero(msg, gl + ul + pl + 1);
+			     sizeof(srv.mac_key), msg, ul + hl + pl, mac);
+	explicit_bzero(msg, ul + hl + pl);
 	free(msg);
 	return r < 0 ? -EIO : 0;
 }
@@ -657,21 +677,20 @@ static void cache_store(const unsigned char *mac, bool ok)
 
 /*
  * bcrypt, one check at a time (each costs 2^cost rounds: ~0.25 s at cost
- * 12).  An unknown user is checked against a configured user's hash and
- * refused, so that the answer takes as long as for a wrong password.
+ * 12).  An unknown user is checked against the config's dummy hash, of
+ * its users' highest cost, and refused, so that the answer takes as long
+ * as for a wrong password.
  */
-static bool verify_password(const struct web_config *wc, struct crypt_data *cd,
-			    const char *user, const char *pass)
+static bool verify_password(const char *hash, bool known, struct crypt_data *cd,
+			    const char *pass)
 {
-	const struct web_user *u = web_config_user(wc, user);
-	const char *hash = u ? u->hash : wc->users[0].hash;
 	const char *out = crypt_r(pass, hash, cd);
 	bool ok;
 
 	ok = out && strlen(out) == strlen(hash) &&
 	     ct_equal(out, hash, strlen(hash));
 	explicit_bzero(cd, sizeof(*cd));
-	return u && ok;
+	return known && ok;
 }
 
 static void wipe_creds(struct request *rq)
@@ -695,15 +714,18 @@ static void *verifier(void *arg)
 			int cached;
 
 			next = rq->next;
-			if (cred_mac(rq->cfg->gen, rq->user, rq->pass, mac)) {
+			if (cred_mac(rq->user, rq->hash, rq->pass, mac)) {
 				rq->auth_ok = false;
 			} else if ((cached = cache_lookup(mac)) >= 0) {
 				/* A request queued before ours had the same. */
 				rq->auth_ok = cached;
 			} else {
-				rq->auth_ok = cd && verify_password(
-							    rq->cfg->wc, cd,
-							    rq->user, rq->pass);
+				rq->auth_ok =
+					cd &&
+					verify_password(rq->hash,
+							rq->hash !=
+								rq->cfg->dummy,
+							cd, rq->pass);
 				if (cd)
 					cache_store(mac, rq->auth_ok);
 			}
@@ -762,13 +784,16 @@ static int basic_credentials(struct MHD_Connection *c, char **user, char **pass)
 
 static int check_auth(struct request *rq)
 {
+	const struct web_user *u;
 	char *pass = NULL, *user = NULL;
 	unsigned char mac[32];
 	int cached, ret = AUTH_FAIL;
 
 	if (basic_credentials(rq->conn, &user, &pass))
 		goto out;
-	if (cred_mac(rq->cfg->gen, user, pass, mac))
+	u = web_config_user(rq->cfg->wc, user);
+	rq->hash = u ? u->hash : rq->cfg->dummy;
+	if (cred_mac(user, rq->hash, pass, mac))
 		goto out;
 	cached = cache_lookup(mac);
 	if (cached >= 0) {
@@ -813,6 +838,45 @@ static bool log_allowed(void)
 	ok = ++srv.log_count <= 20;
 	pthread_mutex_unlock(&srv.log_lock);
 	return ok;
+}
+
+static void client_key(const struct sockaddr *sa, struct client_key *k)
+{
+	memset(k, 0, sizeof(*k));
+	if (sa && sa->sa_family == AF_INET) {
+		memcpy(k->b, &((const struct sockaddr_in *)sa)->sin_addr, 4);
+		k->len = 4;
+	} else if (sa && sa->sa_family == AF_INET6) {
+		const struct in6_addr *a =
+			&((const struct sockaddr_in6 *)sa)->sin6_addr;
+
+		if (IN6_IS_ADDR_V4MAPPED(a)) {
+			memcpy(k->b, a->s6_addr + 12, 4);
+			k->len = 4;
+		} else {
+			memcpy(k->b, a->s6_addr, 8);
+			k->len = 8;
+		}
+	}
+}
+
+static bool same_key(const struct client_key *a, const struct client_key *b)
+{
+	return a->len && a->len == b->len && !memcmp(a->b, b->b, a->len);
+}
+
+/*
+ * How many connections libmicrohttpd has from @k, on every listener,
+ * those being shut down aside.  Under srv.conn_lock.
+ */
+static unsigned int conns_from(const struct client_key *k)
+{
+	const struct conn *cn;
+	unsigned int n = 0;
+
+	for (cn = srv.conns; cn; cn = cn->next)
+		n += !cn->cut && same_key(&cn->key, k);
+	return n;
 }
 
 static void peer_name(const struct sockaddr *sa, char *buf, size_t len)
@@ -1050,12 +1114,200 @@ static void versions_str(unsigned int mask, char *buf, size_t len)
 		snprintf(buf, len, "no version kvmstats knows");
 }
 
+/* The cipher suites of a ClientHello (@msg: its body); false if malformed. */
+static bool hello_suites(const gnutls_datum_t *msg, const unsigned char **list,
+			 size_t *n)
+{
+	const unsigned char *d = msg->data;
+	size_t off = 2 + 32, len; /* legacy_version, random */
+
+	if (msg->size < off + 1)
+		return false;
+	off += 1 + d[off]; /* legacy_session_id */
+	if (msg->size < off + 2)
+		return false;
+	len = (size_t)d[off] << 8 | d[off + 1];
+	off += 2;
+	if (len % 2 || msg->size < off + len)
+		return false;
+	*list = d + off;
+	*n = len / 2;
+	return true;
+}
+
+static bool has_suite(const unsigned char *list, size_t n,
+		      const unsigned char *id)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (list[2 * i] == id[0] && list[2 * i + 1] == id[1])
+			return true;
+	return false;
+}
+
+/* GnuTLS' name of suite @id. */
+static const char *suite_name(const unsigned char *id)
+{
+	unsigned char sid[2];
+	gnutls_kx_algorithm_t k;
+	gnutls_cipher_algorithm_t c;
+	gnutls_mac_algorithm_t m;
+	gnutls_protocol_t min;
+	const char *name;
+	size_t i;
+
+	for (i = 0; (name = gnutls_cipher_suite_info(i, sid, &k, &c, &m, &min));
+	     i++)
+		if (!memcmp(sid, id, 2))
+			return name;
+	return "?";
+}
+
+/* Is there a GnuTLS suite of TLS 1.2 or below made of these?  Its number. */
+static bool gnutls_suite(int kx, int cipher, int mac, unsigned char *id)
+{
+	gnutls_kx_algorithm_t k;
+	gnutls_cipher_algorithm_t c;
+	gnutls_mac_algorithm_t m;
+	gnutls_protocol_t min;
+	size_t i;
+
+	for (i = 0; gnutls_cipher_suite_info(i, id, &k, &c, &m, &min); i++)
+		if ((int)k == kx && (int)c == cipher && (int)m == mac)
+			return true;
+	return false;
+}
+
+static bool listed(const struct web_config *wc, const unsigned char *id)
+{
+	size_t i;
+
+	for (i = 0; i < wc->nsuites; i++)
+		if (!memcmp(wc->suites[i].id, id, 2))
+			return true;
+	return false;
+}
+
+/* Can a certificate of public key @pk serve key exchange @kx? */
+static bool kx_fits(int kx, int pk)
+{
+	switch (kx) {
+	case GNUTLS_KX_ECDHE_ECDSA:
+		return pk == GNUTLS_PK_ECDSA || pk == GNUTLS_PK_EDDSA_ED25519 ||
+		       pk == GNUTLS_PK_EDDSA_ED448;
+	case GNUTLS_KX_ECDHE_RSA:
+		return pk == GNUTLS_PK_RSA || pk == GNUTLS_PK_RSA_PSS;
+	case GNUTLS_KX_RSA:
+		return pk == GNUTLS_PK_RSA;
+	default:
+		return false;
+	}
+}
+
+/*
+ * Would a session allowed every combination of the parts of @set (and
+ * @more) be able to negotiate a suite that the client offers and the list
+ * does not have?
+ */
+static bool adds_unlisted(const struct web_config *wc,
+			  const struct web_suite *const *set, size_t n,
+			  const struct web_suite *more,
+			  const unsigned char *list, size_t nlist)
+{
+	size_t a, b, c;
+	unsigned char id[2];
+
+	for (a = 0; a <= n; a++)
+		for (b = 0; b <= n; b++)
+			for (c = 0; c <= n; c++) {
+				const struct web_suite *x = a < n ? set[a] :
+								    more,
+						       *y = b < n ? set[b] :
+								    more,
+						       *z = c < n ? set[c] :
+								    more;
+
+				if (gnutls_suite(x->gkx, y->gcipher, z->gmac,
+						 id) &&
+				    has_suite(list, nlist, id) &&
+				    !listed(wc, id))
+					return true;
+			}
+	return false;
+}
+
+/*
+ * TLS 1.2 or below, with cipher_suites: GnuTLS enables the parts of
+ * suites (key exchanges, ciphers, MACs), so the config's priorities allow
+ * every combination of the listed suites' parts, suites the list does not
+ * have among them.  This session gets priorities of its own: the listed
+ * suites the client offers and the certificate can serve, in the list's
+ * order, leaving out any that would let a combination the client offers
+ * and the list does not have in.  What GnuTLS then negotiates is a listed
+ * suite (on_handshake() checks it too).  None: refused, and said why.
+ */
+static int narrow_suites(gnutls_session_t s, struct conn *cn,
+			 const gnutls_datum_t *msg)
+{
+	const struct web_config *wc = cn->cfg->wc;
+	const struct web_suite *set[32];
+	const unsigned char *list;
+	char prio[1024], part[64];
+	const char *errpos = NULL;
+	size_t nlist, n = 0, i, j;
+	int r;
+
+	if (!hello_suites(msg, &list, &nlist))
+		return 0; /* GnuTLS will say it is malformed */
+	for (i = 0; i < wc->nsuites && n < sizeof(set) / sizeof(set[0]); i++) {
+		const struct web_suite *ws = &wc->suites[i];
+
+		if (has_suite(list, nlist, ws->id) &&
+		    kx_fits(ws->gkx, cn->cfg->pk) &&
+		    !adds_unlisted(wc, set, n, ws, list, nlist))
+			set[n++] = ws;
+	}
+	if (!n) {
+		tls_refuse(
+			s, GNUTLS_A_HANDSHAKE_FAILURE,
+			"no cipher suite in common: the client offers none of cipher_suites that the certificate's key can use");
+		return GNUTLS_E_NO_CIPHER_SUITES;
+	}
+	snprintf(prio, sizeof(prio), "%s:-CIPHER-ALL:-MAC-ALL:-KX-ALL",
+		 wc->priorities_base);
+	for (i = 0; i < n; i++) {
+		const char *parts[3] = { set[i]->kx, set[i]->cipher,
+					 set[i]->mac };
+
+		for (j = 0; j < 3; j++) {
+			size_t len = strlen(prio);
+
+			if (len + 2 >= sizeof(prio))
+				return GNUTLS_E_INTERNAL_ERROR;
+			snprintf(part, sizeof(part), ":+%s:", parts[j]);
+			prio[len] = ':'; /* so that the last one matches too */
+			prio[len + 1] = '\0';
+			r = strstr(prio, part) != NULL;
+			prio[len] = '\0';
+			if (r)
+				continue;
+			if (len + strlen(part) >= sizeof(prio))
+				return GNUTLS_E_INTERNAL_ERROR;
+			memcpy(prio + len, part, strlen(part) - 1);
+			prio[len + strlen(part) - 1] = '\0';
+		}
+	}
+	r = gnutls_priority_set_direct(s, prio, &errpos);
+	return r < 0 ? GNUTLS_E_INTERNAL_ERROR : 0;
+}
+
 /*
  * The ClientHello, before GnuTLS negotiates: a client whose versions and
  * ours have nothing in common is told so (protocol_version) and logged
  * with both lists, which GnuTLS alone would not say.  The message is
- * parsed by GnuTLS (gnutls_ext_raw_parse); only the two-byte versions are
- * read here.
+ * parsed by GnuTLS (gnutls_ext_raw_parse); the two-byte versions and the
+ * list of cipher suites are read here.
  */
 static int check_hello(gnutls_session_t s, struct conn *cn,
 		       const gnutls_datum_t *msg)
@@ -1075,24 +1327,57 @@ static int check_hello(gnutls_session_t s, struct conn *cn,
 	offered &= 0xf;
 	for (v = wc->min_version; v <= wc->max_version; v++)
 		ours |= 1u << v;
+	if (!(offered & ours)) {
+		versions_str(offered, theirs, sizeof(theirs));
+		versions_str(ours, mine, sizeof(mine));
+		snprintf(
+			why, sizeof(why),
+			"no TLS version in common: the client offers %s, this exporter accepts %s (min_version, max_version)",
+			theirs, mine);
+		tls_refuse(s, GNUTLS_A_PROTOCOL_VERSION, why);
+		return GNUTLS_E_UNSUPPORTED_VERSION_PACKET;
+	}
 	/*
 	 * TLS 1.3 will be negotiated: with cipher_suites, its own
 	 * priorities, whose suites the list does not narrow (as in Go).
-	 * GnuTLS reads the priorities after this hook.
+	 * Else, with cipher_suites, the listed ones exactly.  GnuTLS reads
+	 * the priorities after this hook.
 	 */
-	if ((offered & ours & (1u << 3)) && cn->cfg->prio13 &&
-	    gnutls_priority_set(s, cn->cfg->prio13) < 0)
-		return GNUTLS_E_INTERNAL_ERROR;
-	if (offered & ours)
+	if ((offered & ours & (1u << 3)) && cn->cfg->prio13)
+		return gnutls_priority_set(s, cn->cfg->prio13) < 0 ?
+			       GNUTLS_E_INTERNAL_ERROR :
+			       0;
+	if (!(offered & ours & (1u << 3)) && wc->nsuites && !srv.fault_narrow)
+		return narrow_suites(s, cn, msg);
+	return 0;
+}
+
+/*
+ * The ServerHello about to go out (@msg: its body): with cipher_suites,
+ * its suite is one of them (narrow_suites() made it so; this makes sure).
+ * TLS 1.3's are not configurable.
+ */
+static int check_suite(gnutls_session_t s, struct conn *cn,
+		       const gnutls_datum_t *msg)
+{
+	const struct web_config *wc = cn->cfg->wc;
+	size_t off = 2 + 32; /* legacy_version, random */
+	char why[160];
+
+	if (!wc->nsuites || gnutls_protocol_get_version(s) == GNUTLS_TLS1_3)
 		return 0;
-	versions_str(offered, theirs, sizeof(theirs));
-	versions_str(ours, mine, sizeof(mine));
-	snprintf(
-		why, sizeof(why),
-		"no TLS version in common: the client offers %s, this exporter accepts %s (min_version, max_version)",
-		theirs, mine);
-	tls_refuse(s, GNUTLS_A_PROTOCOL_VERSION, why);
-	return GNUTLS_E_UNSUPPORTED_VERSION_PACKET;
+	if (msg && msg->size > off)
+		off += 1 + msg->data[off]; /* legacy_session_id */
+	if (msg && msg->size >= off + 2 && listed(wc, msg->data + off))
+		return 0;
+	if (msg && msg->size >= off + 2)
+		snprintf(why, sizeof(why),
+			 "the suite GnuTLS chose (%s) is not in cipher_suites",
+			 suite_name(msg->data + off));
+	else
+		snprintf(why, sizeof(why), "a ServerHello that does not parse");
+	tls_refuse(s, GNUTLS_A_HANDSHAKE_FAILURE, why);
+	return GNUTLS_E_NO_CIPHER_SUITES;
 }
 
 static int on_handshake(gnutls_session_t s, unsigned int htype, unsigned when,
@@ -1103,8 +1388,11 @@ static int on_handshake(gnutls_session_t s, unsigned int htype, unsigned when,
 	if (!cn || !cn->cfg)
 		return GNUTLS_E_INTERNAL_ERROR; /* never set up: fail closed */
 	if (!incoming) {
-		if (htype == GNUTLS_HANDSHAKE_SERVER_HELLO)
-			cn->server_hello = true;
+		if (htype != GNUTLS_HANDSHAKE_SERVER_HELLO)
+			return 0;
+		if (when == GNUTLS_HOOK_PRE)
+			return check_suite(s, cn, msg);
+		cn->server_hello = true;
 		return 0;
 	}
 	if (htype == GNUTLS_HANDSHAKE_CLIENT_HELLO && when == GNUTLS_HOOK_PRE) {
@@ -1227,6 +1515,7 @@ static void conn_start(struct MHD_Connection *c, void **sctx)
 		clock_gettime(CLOCK_MONOTONIC, &cn->start);
 		peer_name(ai ? ai->client_addr : NULL, cn->peer,
 			  sizeof(cn->peer));
+		client_key(ai ? ai->client_addr : NULL, &cn->key);
 	}
 	pthread_mutex_lock(&srv.conn_lock);
 	for (hp = &srv.handoffs; *hp; hp = &(*hp)->next) {
@@ -1242,7 +1531,12 @@ static void conn_start(struct MHD_Connection *c, void **sctx)
 	if (cn) {
 		cn->deadline = cn->start;
 		ts_add(&cn->deadline, HEADER_TIMEOUT_S);
-		cn->waiting = true;
+		cn->limit = HEADER_TIMEOUT_S;
+		cn->phase = CONN_REQUEST;
+		/* One client, every listener: --web.max-connections-per-client. */
+		cn->refused = srv.max_per_client &&
+			      conns_from(&cn->key) >= srv.max_per_client;
+		cn->cut = cn->refused;
 		cn->next = srv.conns;
 		if (srv.conns)
 			srv.conns->prev = cn;
@@ -1250,8 +1544,14 @@ static void conn_start(struct MHD_Connection *c, void **sctx)
 		*sctx = cn;
 	}
 	pthread_mutex_unlock(&srv.conn_lock);
-	if (cn && (!srv.tls || tls_start(c, cn)))
+	if (cn && !cn->refused && (!srv.tls || tls_start(c, cn)))
 		return;
+	if (cn && cn->refused) {
+		/* Closed at once, answered nothing (on_request()). */
+		if (fd >= 0)
+			shutdown(fd, SHUT_RDWR);
+		return;
+	}
 	/*
 	 * Fail closed: no handshake can succeed without credentials, the
 	 * socket is shut down (libmicrohttpd closes it), and on_request()
@@ -1295,12 +1595,12 @@ static void conn_end(struct conn *cn)
 }
 
 /*
- * Where a connection is in its requests: @waiting for one (@from now,
- * with @secs to go, never later than the deadline it has), or not (a
- * request is being answered: no deadline).
+ * Where a connection is in its requests: @phase, with a deadline @secs
+ * from now (none for CONN_ANSWER); with @sooner, a request's deadline
+ * never later than the one it has.
  */
-static void conn_state(struct MHD_Connection *c, bool waiting, int secs,
-		       bool sooner)
+static void conn_state(struct MHD_Connection *c, enum conn_phase phase,
+		       int secs, bool sooner)
 {
 	const union MHD_ConnectionInfo *ci =
 		MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
@@ -1312,22 +1612,29 @@ static void conn_state(struct MHD_Connection *c, bool waiting, int secs,
 	clock_gettime(CLOCK_MONOTONIC, &t);
 	ts_add(&t, secs);
 	pthread_mutex_lock(&srv.conn_lock);
-	if (waiting &&
-	    (!sooner || !cn->waiting || ts_before(&t, &cn->deadline)))
+	if (phase != CONN_ANSWER &&
+	    (!sooner || cn->phase != phase || ts_before(&t, &cn->deadline))) {
 		cn->deadline = t;
-	cn->waiting = waiting;
+		cn->limit = secs;
+	}
+	cn->phase = phase;
 	pthread_mutex_unlock(&srv.conn_lock);
 }
 
 /*
  * The main thread, once a second: shut down each connection past its
- * deadline for a request (libmicrohttpd sees the end of the stream and
- * closes it; the socket stays libmicrohttpd's until then, and conn_end()
- * takes it off the list under the same lock first).
+ * deadline for a request or for reading its answer (libmicrohttpd sees
+ * the end of the stream and closes it; the socket stays libmicrohttpd's
+ * until then, and conn_end() takes it off the list under the same lock
+ * first).
  */
 static void conn_watch(void)
 {
-	char peers[4][INET6_ADDRSTRLEN + 16], limit[16];
+	struct {
+		char peer[INET6_ADDRSTRLEN + 16];
+		char limit[16];
+		bool sending;
+	} cut[4];
 	struct timespec now;
 	unsigned int n = 0, i;
 	struct conn *cn;
@@ -1335,22 +1642,29 @@ static void conn_watch(void)
 	clock_gettime(CLOCK_MONOTONIC, &now);
 	pthread_mutex_lock(&srv.conn_lock);
 	for (cn = srv.conns; cn; cn = cn->next) {
-		if (!cn->waiting || cn->cut || ts_before(&now, &cn->deadline))
+		if (cn->phase == CONN_ANSWER || cn->cut ||
+		    ts_before(&now, &cn->deadline))
 			continue;
 		if (cn->fd >= 0)
 			shutdown(cn->fd, SHUT_RDWR);
 		cn->cut = true;
-		if (n < 4)
-			snprintf(peers[n], sizeof(peers[0]), "%s", cn->peer);
+		if (n < 4) {
+			snprintf(cut[n].peer, sizeof(cut[n].peer), "%s",
+				 cn->peer);
+			snprintf(cut[n].limit, sizeof(cut[n].limit), "%ds",
+				 cn->limit);
+			cut[n].sending = cn->phase == CONN_SENDING;
+		}
 		n++;
 	}
 	pthread_mutex_unlock(&srv.conn_lock);
-	snprintf(limit, sizeof(limit), "%ds", HEADER_TIMEOUT_S);
 	for (i = 0; i < n && i < 4; i++)
 		if (log_allowed())
 			log_kv(LOG_WARN,
-			       "export: closed a connection that did not send its request in time",
-			       "peer", peers[i], "limit", limit,
+			       cut[i].sending ?
+				       "export: closed a connection that did not read its answer in time" :
+				       "export: closed a connection that did not send its request in time",
+			       "peer", cut[i].peer, "limit", cut[i].limit,
 			       (const char *)NULL);
 }
 
@@ -1359,7 +1673,7 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
 {
 	(void)cls;
 	(void)uri;
-	conn_state(c, true, HEADER_TIMEOUT_S, true);
+	conn_state(c, CONN_REQUEST, HEADER_TIMEOUT_S, true);
 	return NULL;
 }
 
@@ -1388,6 +1702,25 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **sctx,
 /* ------------------------------------------------------------------ */
 /* Requests                                                            */
 
+/*
+ * Queue @resp, the answer to @rq: it must be read within SEND_TIMEOUT_S,
+ * and a /metrics request no longer counts against --web.max-requests
+ * (a client that does not read its answer must not hold a place there).
+ */
+static enum MHD_Result queue(struct request *rq, unsigned int status,
+			     struct MHD_Response *resp)
+{
+	enum MHD_Result r = MHD_queue_response(rq->conn, status, resp);
+
+	if (rq->in_flight) {
+		__atomic_sub_fetch(&srv.in_flight, 1, __ATOMIC_RELAXED);
+		rq->in_flight = false;
+	}
+	if (r == MHD_YES)
+		conn_state(rq->conn, CONN_SENDING, SEND_TIMEOUT_S, false);
+	return r;
+}
+
 static void add_headers(const struct request *rq, struct MHD_Response *resp)
 {
 	const struct web_config *wc = rq->cfg ? rq->cfg->wc : NULL;
@@ -1402,7 +1735,6 @@ static enum MHD_Result respond(struct request *rq, unsigned int status,
 			       const char *type, const char *body,
 			       const char *allow)
 {
-	struct MHD_Connection *c = rq->conn;
 	struct MHD_Response *resp = MHD_create_response_from_buffer(
 		strlen(body), (void *)body, MHD_RESPMEM_PERSISTENT);
 	enum MHD_Result r;
@@ -1416,7 +1748,7 @@ static enum MHD_Result respond(struct request *rq, unsigned int status,
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE,
 					"Basic realm=\"kvmstats\"");
 	add_headers(rq, resp);
-	r = MHD_queue_response(c, status, resp);
+	r = queue(rq, status, resp);
 	MHD_destroy_response(resp);
 	return r;
 }
@@ -1427,20 +1759,33 @@ static enum MHD_Result respond_text(struct request *rq, unsigned int status,
 	return respond(rq, status, "text/plain; charset=utf-8", body, NULL);
 }
 
-/* A plain-text answer whose @body libmicrohttpd copies. */
+/*
+ * A plain-text answer whose @body libmicrohttpd copies, with
+ * X-Content-Type-Options: nosniff as Go's http.Error sends (node_exporter's
+ * 503 is one), unless the web config sets that header.
+ */
 static enum MHD_Result respond_copy(struct request *rq, unsigned int status,
 				    const char *body)
 {
+	const struct web_config *wc = rq->cfg ? rq->cfg->wc : NULL;
 	struct MHD_Response *resp = MHD_create_response_from_buffer(
 		strlen(body), (void *)body, MHD_RESPMEM_MUST_COPY);
 	enum MHD_Result r;
+	bool nosniff = true;
+	size_t i;
 
 	if (!resp)
 		return MHD_NO;
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
 				"text/plain; charset=utf-8");
+	for (i = 0; wc && i < wc->nheaders; i++)
+		if (!strcasecmp(wc->headers[i].name, "X-Content-Type-Options"))
+			nosniff = false;
+	if (nosniff)
+		MHD_add_response_header(resp, "X-Content-Type-Options",
+					"nosniff");
 	add_headers(rq, resp);
-	r = MHD_queue_response(rq->conn, status, resp);
+	r = queue(rq, status, resp);
 	MHD_destroy_response(resp);
 	return r;
 }
@@ -1471,7 +1816,7 @@ static enum MHD_Result send_result(struct request *rq)
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_ENCODING,
 					"gzip");
 	add_headers(rq, resp);
-	ret = MHD_queue_response(rq->conn, r->status, resp);
+	ret = queue(rq, r->status, resp);
 	MHD_destroy_response(resp);
 	return ret;
 }
@@ -1601,7 +1946,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
 			c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
 
 		/* A connection conn_start() could not set up: fail closed. */
-		if (!ci || !ci->socket_context)
+		if (!ci || !ci->socket_context ||
+		    ((struct conn *)ci->socket_context)->refused)
 			return MHD_NO;
 		/*
 		 * The first call only has the head.  Answering now would make
@@ -1636,7 +1982,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
 	 */
 	if (!rq->settled) {
 		rq->settled = true;
-		conn_state(c, false, 0, false); /* all in: no deadline */
+		/* All in: no deadline while it is answered. */
+		conn_state(c, CONN_ANSWER, 0, false);
 		return MHD_YES;
 	}
 	return serve(rq, url, method);
@@ -1650,7 +1997,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 	(void)cls;
 	(void)toe;
 	/* Kept alive, it waits for its next request: the idle timeout. */
-	conn_state(c, true, IDLE_TIMEOUT_S, false);
+	conn_state(c, CONN_REQUEST, IDLE_TIMEOUT_S, false);
 	if (!rq)
 		return;
 	if (rq->in_flight)
@@ -1719,6 +2066,7 @@ static void cfg_free(struct cfg *c)
 	if (c->trust)
 		gnutls_x509_trust_list_deinit(c->trust, 1);
 	web_config_free(c->wc);
+	web_files_clear(&c->files);
 	free(c);
 }
 
@@ -1747,50 +2095,144 @@ static void cfg_put(struct cfg *c)
 		cfg_free(c);
 }
 
-/* The state of the config file and of the files it names. */
-static void stamp_files(const char *cfg_path, const struct web_config *wc,
-			struct stamp *st)
-{
-	const char *paths[CFG_FILES] = { cfg_path, wc ? wc->cert_path : NULL,
-					 wc ? wc->key_path : NULL,
-					 wc ? wc->client_ca_path : NULL };
-	struct stat sb;
-	int i;
+/*
+ * Files are known to have changed by their state (stat(2)): device,
+ * inode, size, modification and change times.  A change within a
+ * timestamp's granularity of the moment a file was read (a kernel clock
+ * tick, 4 ms at HZ=250; a second on file systems with coarse timestamps)
+ * can leave that state the same, a same-size rewrite say: as git does
+ * with "racily clean" index entries, a file whose change time is that
+ * close to its read is uncertain, and read again once RACY_NS have
+ * passed since its change time, whatever its state says.
+ */
+#define RACY_NS 2000000000LL
 
-	memset(st, 0, CFG_FILES * sizeof(*st));
-	for (i = 0; i < CFG_FILES; i++) {
-		if (!paths[i] || stat(paths[i], &sb))
+static long long ts_ns(const struct timespec *t)
+{
+	return (long long)t->tv_sec * 1000000000LL + t->tv_nsec;
+}
+
+static bool file_uncertain(const struct web_file *f)
+{
+	return !f->err && ts_ns(&f->ctime) + RACY_NS > ts_ns(&f->seen);
+}
+
+/*
+ * Has a file of @fs changed since it was read, or is one uncertain and
+ * due to be read again (see RACY_NS)?
+ */
+static bool files_changed(const struct web_files *fs)
+{
+	struct timespec now;
+	struct stat sb;
+	size_t i;
+
+	clock_gettime(CLOCK_REALTIME, &now);
+	for (i = 0; i < fs->n; i++) {
+		const struct web_file *f = &fs->f[i];
+		int err = stat(f->path, &sb) ? errno : 0;
+
+		if (err != f->err)
+			return true;
+		if (err)
 			continue;
-		st[i] = (struct stamp){ sb.st_dev, sb.st_ino, sb.st_size,
-					sb.st_mtim, sb.st_ctim };
+		if (sb.st_dev != f->dev || sb.st_ino != f->ino ||
+		    sb.st_size != f->size ||
+		    ts_ns(&sb.st_mtim) != ts_ns(&f->mtime) ||
+		    ts_ns(&sb.st_ctim) != ts_ns(&f->ctime))
+			return true;
+		if (file_uncertain(f) &&
+		    ts_ns(&now) >= ts_ns(&f->ctime) + RACY_NS)
+			return true;
+	}
+	return false;
+}
+
+/* Did @a and @b read the same files and find the same in them? */
+static bool files_same(const struct web_files *a, const struct web_files *b)
+{
+	size_t i;
+
+	if (a->n != b->n)
+		return false;
+	for (i = 0; i < a->n; i++)
+		if (strcmp(a->f[i].path, b->f[i].path) ||
+		    a->f[i].err != b->f[i].err ||
+		    memcmp(a->f[i].sha256, b->f[i].sha256,
+			   sizeof(a->f[i].sha256)))
+			return false;
+	return true;
+}
+
+/*
+ * How much a client must prove with its certificate: nothing, a
+ * certificate (any, or a verified one if it sends one), a verified one.
+ */
+static int cert_rank(enum web_client_auth a)
+{
+	switch (a) {
+	case WEB_REQUIRE_AND_VERIFY_CLIENT_CERT:
+		return 2;
+	case WEB_REQUIRE_ANY_CLIENT_CERT:
+	case WEB_VERIFY_CLIENT_CERT_IF_GIVEN:
+		return 1;
+	default:
+		return 0;
 	}
 }
 
-static bool stamps_equal(const struct stamp *a, const struct stamp *b)
+/*
+ * Does @n let in clients @o keeps out?  What it is, or NULL.  A file
+ * rewritten in place is empty, or half written, for a moment: a reload
+ * that a file change alone started must not open the exporter then.
+ */
+static const char *weakens(const struct web_config *o,
+			   const struct web_config *n)
 {
-	int i;
+	if (!o)
+		return NULL;
+	if (o->nusers && !n->nusers)
+		return "it takes out every basic_auth user";
+	if (o->tls && n->tls &&
+	    cert_rank(n->client_auth) < cert_rank(o->client_auth))
+		return "its client_auth_type asks less of client certificates";
+	if (o->nsans && !n->nsans)
+		return "it drops client_allowed_sans";
+	return NULL;
+}
 
-	for (i = 0; i < CFG_FILES; i++)
-		if (a[i].dev != b[i].dev || a[i].ino != b[i].ino ||
-		    a[i].size != b[i].size ||
-		    a[i].mtime.tv_sec != b[i].mtime.tv_sec ||
-		    a[i].mtime.tv_nsec != b[i].mtime.tv_nsec ||
-		    a[i].ctime.tv_sec != b[i].ctime.tv_sec ||
-		    a[i].ctime.tv_nsec != b[i].ctime.tv_nsec)
-			return false;
-	return true;
+/*
+ * The hash an unknown user's password is checked against: a bcrypt
+ * setting (no hash: nothing matches it) of a random salt and the highest
+ * cost of @wc's users, so that checking it takes as long as checking
+ * theirs.  exporter-toolkit uses a fixed cost-10 hash.
+ */
+static bool dummy_hash(const struct web_config *wc, char *out, size_t len)
+{
+	unsigned long cost = 4;
+	size_t i;
+
+	for (i = 0; i < wc->nusers; i++) {
+		/* $2y$NN$: checked by webconfig.c */
+		unsigned long c = strtoul(wc->users[i].hash + 4, NULL, 10);
+
+		if (c > cost && c <= 31)
+			cost = c;
+	}
+	return crypt_gensalt_rn("$2b$", cost, NULL, 0, out, (int)len) != NULL;
 }
 
 /*
  * Read the web config at @path into a new cfg (or an empty one when @path
  * is NULL): the file, and for TLS the credentials each handshake gets
  * (certificate, key, the CA names a client may choose from), the priority
- * cache and the client CAs to verify with.  -errno with @err said.
+ * cache and the client CAs to verify with.  -errno with @err said; then
+ * *@out is still a cfg (unless out of memory), for the files it read, to
+ * be freed with cfg_free().
  */
 static int cfg_load(const char *path, struct cfg **out, char *err,
 		    size_t errlen)
 {
-	static unsigned long gen;
 	struct cfg *c = calloc(1, sizeof(*c));
 	const char *errpos = NULL;
 	struct web_config *wc;
@@ -1801,18 +2243,22 @@ static int cfg_load(const char *path, struct cfg **out, char *err,
 	if (!c)
 		return -ENOMEM;
 	c->refs = 1;
-	c->gen = ++gen;
 	if (!path) {
 		*out = c;
 		return 0;
 	}
-	r = web_config_load(path, &c->wc, err, errlen);
+	r = web_config_load(path, &c->wc, &c->files, err, errlen);
 	if (r) {
-		free(c);
+		*out = c; /* for its files: what failed */
 		return r;
 	}
 	wc = c->wc;
-	stamp_files(path, wc, c->stamps);
+	if (wc->nusers && !dummy_hash(wc, c->dummy, sizeof(c->dummy))) {
+		snprintf(err, errlen, "%s: cannot make a bcrypt salt: %s", path,
+			 strerror(errno));
+		*out = c;
+		return -EIO;
+	}
 	if (!wc->tls) {
 		*out = c;
 		return 0;
@@ -1826,6 +2272,18 @@ static int cfg_load(const char *path, struct cfg **out, char *err,
 
 		r = gnutls_certificate_set_x509_key_mem2(
 			c->cred, &cd, &kd, GNUTLS_X509_FMT_PEM, NULL, 0);
+	}
+	if (r >= 0) {
+		/* Its key's algorithm: which suites it can serve. */
+		gnutls_x509_crt_t *crts = NULL;
+		unsigned int n = 0, i;
+
+		r = gnutls_certificate_get_x509_crt(c->cred, 0, &crts, &n);
+		if (r >= 0 && n)
+			c->pk = gnutls_x509_crt_get_pk_algorithm(crts[0], NULL);
+		for (i = 0; i < n; i++)
+			gnutls_x509_crt_deinit(crts[i]);
+		gnutls_free(crts);
 	}
 	if (r >= 0 && wc->client_ca_pem) {
 		gnutls_datum_t ca = { (unsigned char *)wc->client_ca_pem,
@@ -1846,7 +2304,7 @@ static int cfg_load(const char *path, struct cfg **out, char *err,
 		r = gnutls_priority_init(&c->prio13, wc->priorities13, &errpos);
 	if (r < 0) {
 		snprintf(err, errlen, "%s: %s", path, gnutls_strerror(r));
-		cfg_free(c);
+		*out = c;
 		return -EINVAL;
 	}
 	*out = c;
@@ -1854,60 +2312,75 @@ static int cfg_load(const char *path, struct cfg **out, char *err,
 }
 
 /*
- * Load the web config again (@if_changed: unless its files are as they
- * were when loaded); an invalid one is logged and the current one kept.
- * Turning TLS on or off needs other listeners: a restart.  0 or -errno.
+ * Load the web config again (@if_changed: only if its files changed
+ * since they were read, or are uncertain and due, and differ from those
+ * of the last reload refused); an invalid one is logged and the current
+ * one kept, as is one that turns TLS on or off (that needs other
+ * listeners: a restart) and, unless @forced (SIGHUP), one that weakens
+ * authentication (weakens()).  Contents the same as the current one's
+ * are taken without a word.  0 or -errno.
  */
-static int reload(const char *why, bool if_changed)
+static int reload(const char *why, bool if_changed, bool forced)
 {
-	struct cfg *c, *old;
-	struct stamp now[CFG_FILES];
+	struct cfg *c = NULL, *old;
+	const char *weaker = NULL;
 	char err[512];
+	bool same, said;
 	int r;
 
 	if (!srv.cfg_path)
 		return 0;
 	pthread_mutex_lock(&srv.reload_lock);
-	if (if_changed) {
-		/* Another thread may have reloaded while this one waited. */
-		old = cfg_get();
-		stamp_files(srv.cfg_path, old ? old->wc : NULL, now);
-		pthread_mutex_lock(&srv.cfg_lock);
-		r = old && !stamps_equal(now, old->stamps) &&
-		    !stamps_equal(now, srv.failed);
-		pthread_mutex_unlock(&srv.cfg_lock);
+	old = cfg_get();
+	if (if_changed && (!old || !files_changed(&old->files) ||
+			   (srv.failed.n && !files_changed(&srv.failed)))) {
+		/* Another thread did it, or it is what was refused. */
 		cfg_put(old);
-		if (!r) {
-			pthread_mutex_unlock(&srv.reload_lock);
-			return 0;
-		}
+		pthread_mutex_unlock(&srv.reload_lock);
+		return 0;
 	}
 	r = cfg_load(srv.cfg_path, &c, err, sizeof(err));
-	old = cfg_get();
+	if (!c) {
+		cfg_put(old);
+		pthread_mutex_unlock(&srv.reload_lock);
+		return r;
+	}
 	if (!r && c->wc->tls != srv.tls) {
 		snprintf(err, sizeof(err),
 			 "%s: it turns TLS %s, which needs a restart",
 			 srv.cfg_path, srv.tls ? "off" : "on");
-		cfg_free(c);
 		r = -EINVAL;
 	}
+	if (!r && !forced && old && (weaker = weakens(old->wc, c->wc))) {
+		snprintf(
+			err, sizeof(err),
+			"%s: %s; a file rewritten in place is empty or partial for a moment, so a change of the file alone does not apply that: if it is meant, send SIGHUP (systemctl reload)",
+			srv.cfg_path, weaker);
+		r = -EPERM;
+	}
 	if (r) {
-		/* Said once for these files, not at every connection. */
-		stamp_files(srv.cfg_path, old ? old->wc : NULL, now);
-		pthread_mutex_lock(&srv.cfg_lock);
-		memcpy(srv.failed, now, sizeof(now));
-		pthread_mutex_unlock(&srv.cfg_lock);
-		log_kv(LOG_ERROR,
-		       "export: reloading the web config failed, keeping the one loaded before",
-		       "why", why, "error", err, (const char *)NULL);
+		/* Said once for these contents, not at every request. */
+		said = srv.failed.n && files_same(&srv.failed, &c->files);
+		web_files_clear(&srv.failed);
+		srv.failed = c->files;
+		memset(&c->files, 0, sizeof(c->files));
+		cfg_free(c);
+		if (!said || forced)
+			log_kv(weaker ? LOG_WARN : LOG_ERROR,
+			       weaker ?
+				       "export: web config changed, not applied" :
+				       "export: reloading the web config failed, keeping the one loaded before",
+			       "why", why, "error", err, (const char *)NULL);
 	} else {
+		same = old && files_same(&old->files, &c->files);
 		pthread_mutex_lock(&srv.cfg_lock);
 		srv.cfg = c;
-		memset(srv.failed, 0, sizeof(srv.failed));
 		pthread_mutex_unlock(&srv.cfg_lock);
+		web_files_clear(&srv.failed);
 		cfg_put(old); /* the server's reference */
-		log_kv(LOG_INFO, "export: web config reloaded", "why", why,
-		       "file", srv.cfg_path, (const char *)NULL);
+		if (!same || forced)
+			log_kv(LOG_INFO, "export: web config reloaded", "why",
+			       why, "file", srv.cfg_path, (const char *)NULL);
 	}
 	cfg_put(old);
 	pthread_mutex_unlock(&srv.reload_lock);
@@ -1916,29 +2389,25 @@ static int reload(const char *why, bool if_changed)
 
 /*
  * At each new connection and each request: has the config file, or a
- * certificate, key or CA file it names, changed since it was loaded?
- * Then reload, so that a rotated certificate is served from the next
- * handshake on and a user taken out is refused from the next request on.
- * A few stat(2)s a request; a reload under way on another thread is
- * waited for, so the caller gets the config of the files as they are.
+ * certificate, key or CA file it names, changed since it was read (or is
+ * one uncertain, see RACY_NS)?  Then reload, so that a rotated
+ * certificate is served from the next handshake on and a user taken out
+ * is refused from the next request on.  A few stat(2)s a request; a
+ * reload under way on another thread is waited for, so the caller gets
+ * the config of the files as they are.
  */
 static void maybe_reload(void)
 {
-	struct stamp now[CFG_FILES];
 	struct cfg *c;
 	bool changed;
 
 	if (!srv.cfg_path)
 		return;
 	c = cfg_get();
-	stamp_files(srv.cfg_path, c ? c->wc : NULL, now);
-	pthread_mutex_lock(&srv.cfg_lock);
-	changed = c && !stamps_equal(now, c->stamps) &&
-		  !stamps_equal(now, srv.failed);
-	pthread_mutex_unlock(&srv.cfg_lock);
+	changed = c && files_changed(&c->files);
 	cfg_put(c);
 	if (changed)
-		reload("a file changed", true);
+		reload("a file changed", true, false);
 }
 
 /* ------------------------------------------------------------------ */
@@ -1978,7 +2447,7 @@ static int open_listener(const char *spec, struct listener *l, char *err,
 	l->fd = fd;
 	/* A host name says which of its addresses it became. */
 	peer_name((struct sockaddr *)&a.ss, addr, sizeof(addr));
-	if (strchr("[0123456789:", spec[0]) || !strncmp(spec, "localhost:", 10))
+	if (strchr("[0123456789:", spec[0]))
 		snprintf(l->name, sizeof(l->name), "%s", spec);
 	else
 		snprintf(l->name, sizeof(l->name), "%s (%.*s)", spec,
@@ -2068,6 +2537,7 @@ struct pending {
 	struct listener *l;
 	struct sockaddr_storage ss;
 	socklen_t sl;
+	struct client_key key;
 	struct timespec accepted;
 	time_t deadline;
 	bool draining; /* the 400 is sent: read what is left, then close */
@@ -2169,34 +2639,41 @@ static void pending_ready(struct pending **pp, int ep)
 	p->deadline = time(NULL) + 2;
 }
 
-/* The address of @a is @b's (the ports aside). */
-static bool same_client(const struct sockaddr_storage *a,
-			const struct sockaddr_storage *b)
+/*
+ * @l cannot take a connection now (out of fds or memory): its socket is
+ * level-triggered, so the front would spin on it.  It rests a second.
+ */
+static void front_pause(struct listener *l, int ep, int err)
 {
-	if (a->ss_family != b->ss_family)
-		return false;
-	if (a->ss_family == AF_INET)
-		return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
-		       ((const struct sockaddr_in *)b)->sin_addr.s_addr;
-	if (a->ss_family == AF_INET6)
-		return !memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
-			       &((const struct sockaddr_in6 *)b)->sin6_addr,
-			       sizeof(struct in6_addr));
-	return false; /* a local socket: no address to count by */
+	epoll_ctl(ep, EPOLL_CTL_DEL, l->fd, NULL);
+	l->paused = time(NULL) + 1;
+	if (log_allowed())
+		log_kv(LOG_WARN,
+		       "export: cannot accept connections for a second",
+		       "listener", l->name, "error", strerror(err),
+		       (const char *)NULL);
 }
 
-/* Accept what @l has; out of fds, @l pauses a second. */
+/* Test hook: KVMSTATS_TEST_FAULT=front-alloc fails that allocation. */
+static struct pending *pending_alloc(void)
+{
+	return srv.fault_front ? NULL : calloc(1, sizeof(struct pending));
+}
+
+/* Accept what @l has; out of fds or memory, @l pauses a second. */
 static void front_accept(struct listener *l, struct pending **head, int ep)
 {
 	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP };
 
 	for (;;) {
-		struct pending *p = calloc(1, sizeof(*p)), *q;
+		struct pending *p = pending_alloc(), *q;
 		unsigned int same = 0;
 		int fd;
 
-		if (!p)
+		if (!p) {
+			front_pause(l, ep, ENOMEM);
 			return;
+		}
 		p->sl = sizeof(p->ss);
 		fd = accept4(l->fd, (void *)&p->ss, &p->sl,
 			     SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -2205,20 +2682,22 @@ static void front_accept(struct listener *l, struct pending **head, int ep)
 
 			free(p);
 			if (e == EMFILE || e == ENFILE || e == ENOBUFS ||
-			    e == ENOMEM) {
-				/* Level-triggered: it would spin.  Rest. */
-				epoll_ctl(ep, EPOLL_CTL_DEL, l->fd, NULL);
-				l->paused = time(NULL) + 1;
-				if (log_allowed())
-					log_kv(LOG_WARN,
-					       "export: cannot accept connections for a second",
-					       "listener", l->name, "error",
-					       strerror(e), (const char *)NULL);
-			}
+			    e == ENOMEM)
+				front_pause(l, ep, e);
 			return;
 		}
-		for (q = *head; q && srv.max_per_client; q = q->next)
-			same += same_client(&q->ss, &p->ss);
+		/*
+		 * The client's connections waiting here, on every listener,
+		 * and those libmicrohttpd has.
+		 */
+		client_key((struct sockaddr *)&p->ss, &p->key);
+		if (srv.max_per_client && p->key.len) {
+			for (q = *head; q; q = q->next)
+				same += same_key(&q->key, &p->key);
+			pthread_mutex_lock(&srv.conn_lock);
+			same += conns_from(&p->key);
+			pthread_mutex_unlock(&srv.conn_lock);
+		}
 		if (l->pending >= srv.max_connections ||
 		    (srv.max_per_client && same >= srv.max_per_client)) {
 			close(fd);
@@ -2328,7 +2807,6 @@ static struct MHD_Daemon *start_daemon(const struct http_opts *o,
 	OPT(MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL);
 	OPT(MHD_OPTION_NOTIFY_CONNECTION, on_connection, NULL);
 	OPT(MHD_OPTION_URI_LOG_CALLBACK, on_uri, NULL);
-	OPT(MHD_OPTION_PER_IP_CONNECTION_LIMIT, o->max_per_client, NULL);
 	OPT(MHD_OPTION_SIGPIPE_HANDLED_BY_APP, 1, NULL);
 	if (srv.tls) {
 		/*
@@ -2382,6 +2860,7 @@ static void stop_all(void)
 	srv.cfg = NULL;
 	explicit_bzero(srv.mac_key, sizeof(srv.mac_key));
 	explicit_bzero(srv.cache, sizeof(srv.cache));
+	web_files_clear(&srv.failed);
 	for (i = 0; i < 2; i++) {
 		if (srv.wake[i] >= 0)
 			close(srv.wake[i]);
@@ -2392,28 +2871,29 @@ static void stop_all(void)
 }
 
 /*
- * SIGHUP: reload the web config, and tell systemd (Type=notify, or
- * notify-reload, which wants MONOTONIC_USEC with RELOADING=1) that it is
- * reloading and then ready again, whether the new config was taken or
- * the one before kept.
+ * SIGHUP: reload the web config, and tell systemd that it is reloading
+ * and then ready again (RELOADING=1 with MONOTONIC_USEC, which
+ * Type=notify-reload wants, then READY=1), whether the new config was
+ * taken or the one before kept, or there is none to reload: a manager
+ * that waits for READY=1 after a SIGHUP must get it.
  */
 static void sighup(void)
 {
 	struct timespec t;
-	int r;
+	int r = 0;
 
-	if (!srv.cfg_path) {
-		logmsg(LOG_INFO,
-		       "export: SIGHUP: no --web.config.file to reload");
-		return;
-	}
 	clock_gettime(CLOCK_MONOTONIC, &t);
 	sd_notifyf(0, "RELOADING=1\nMONOTONIC_USEC=%llu",
 		   (unsigned long long)t.tv_sec * 1000000ULL +
 			   (unsigned long long)t.tv_nsec / 1000);
-	r = reload("SIGHUP", false);
+	if (srv.cfg_path)
+		r = reload("SIGHUP", false, true);
+	else
+		logmsg(LOG_INFO,
+		       "export: SIGHUP: no --web.config.file to reload");
 	sd_notifyf(
 		0, "READY=1\nSTATUS=serving %s; %s", srv.tls ? "https" : "http",
+		!srv.cfg_path ? "no web config to reload" :
 		r ? "the web config did not reload (see the log): the one before is used" :
 		    "web config reloaded");
 }
@@ -2440,6 +2920,8 @@ int http_serve(const struct http_opts *o, http_render_fn render, void *ctx)
 	srv.max_in_flight = o->max_in_flight;
 	fault = getenv("KVMSTATS_TEST_FAULT");
 	srv.fault_conn = fault && !strcmp(fault, "conn-alloc");
+	srv.fault_narrow = fault && !strcmp(fault, "no-narrowing");
+	srv.fault_front = fault && !strcmp(fault, "front-alloc");
 	srv.scrapes.tail = &srv.scrapes.head;
 	srv.auths.tail = &srv.auths.head;
 	srv.cfg_path = o->web_config;
@@ -2447,6 +2929,7 @@ int http_serve(const struct http_opts *o, http_render_fn render, void *ctx)
 	if (r) {
 		logmsg(LOG_ERROR, "export: --web.config.file %s",
 		       err[0] ? err : strerror(-r));
+		cfg_free(cfg);
 		return EXIT_USAGE;
 	}
 	srv.cfg = cfg;

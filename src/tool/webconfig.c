@@ -11,14 +11,17 @@
  *
  * The TLS settings become a GnuTLS priority string: versions, cipher
  * suites (GnuTLS enables ciphers, MACs and key exchanges separately, so a
- * list of suites enables every combination of their parts), curves and
- * server precedence; with cipher_suites, a second one for sessions that
- * negotiate TLS 1.3, whose suites Go does not let a list narrow.
+ * list of suites enables every combination of their parts: the server
+ * narrows each session to the listed suites, from the list kept here),
+ * curves and server precedence; with cipher_suites, a second one for
+ * sessions that negotiate TLS 1.3, whose suites Go does not let a list
+ * narrow.
  */
 #define _GNU_SOURCE
 #include <crypt.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <gnutls/crypto.h>
 #include <gnutls/gnutls.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -41,6 +44,7 @@ struct parse {
 	char *err;
 	size_t errlen;
 	struct web_config *c;
+	struct web_files *files; /* what was read, or NULL */
 	/* tls_server_config, before it is turned into PEM and priorities */
 	const char *cert, *key, *client_ca;		   /* inline */
 	const char *cert_file, *key_file, *client_ca_file; /* paths */
@@ -192,20 +196,38 @@ static yaml_node_t *value_of(struct parse *p, const yaml_node_pair_t *pair)
  * regular file: its type is looked at before it is opened, and it is
  * opened without blocking, so that a FIFO (or a file swapped for one in
  * between) is refused at once instead of waiting for a writer, which on a
- * reload would hold a network thread.
+ * reload would hold a network thread.  What was read, and the state of
+ * the descriptor read just before, go to p->files.
  */
 static int read_path(struct parse *p, const yaml_node_t *n, const char *key,
 		     const char *path, char **out)
 {
+	struct web_file *wf = NULL;
 	struct stat st, fst;
 	ssize_t r = 0;
 	size_t len = 0;
 	char *buf;
 	int fd, err;
 
+	if (p->files && p->files->n < WEB_MAX_FILES) {
+		wf = &p->files->f[p->files->n];
+		memset(wf, 0, sizeof(*wf));
+		wf->path = strdup(path);
+		if (!wf->path)
+			return -ENOMEM;
+		p->files->n++;
+	}
 	if (stat(path, &st)) {
 		err = -errno;
 		goto failed;
+	}
+	if (wf) {
+		/* Until it is open: a file that cannot be, changed. */
+		wf->dev = st.st_dev;
+		wf->ino = st.st_ino;
+		wf->size = st.st_size;
+		wf->mtime = st.st_mtim;
+		wf->ctime = st.st_ctim;
 	}
 	if (!S_ISREG(st.st_mode) || st.st_size > FILE_MAX)
 		goto not_regular;
@@ -218,6 +240,14 @@ static int read_path(struct parse *p, const yaml_node_t *n, const char *key,
 	    fst.st_size > FILE_MAX) {
 		close(fd);
 		goto not_regular;
+	}
+	if (wf) {
+		wf->dev = fst.st_dev;
+		wf->ino = fst.st_ino;
+		wf->size = fst.st_size;
+		wf->mtime = fst.st_mtim;
+		wf->ctime = fst.st_ctim;
+		clock_gettime(CLOCK_REALTIME, &wf->seen);
 	}
 	buf = malloc((size_t)fst.st_size + 1);
 	if (!buf) {
@@ -238,6 +268,8 @@ static int read_path(struct parse *p, const yaml_node_t *n, const char *key,
 		free(buf);
 		goto failed;
 	}
+	if (wf && gnutls_hash_fast(GNUTLS_DIG_SHA256, buf, len, wf->sha256))
+		memset(wf->sha256, 0, sizeof(wf->sha256));
 	if (memchr(buf, '\0', len)) {
 		free(buf);
 		return fail(p, n, "%s: %s: contains a NUL byte", key, path);
@@ -247,6 +279,8 @@ static int read_path(struct parse *p, const yaml_node_t *n, const char *key,
 	return 0;
 
 failed:
+	if (wf)
+		wf->err = -err;
 	if (n)
 		fail(p, n, "%s: %s: %s", key, path, strerror(-err));
 	else
@@ -653,20 +687,43 @@ static int prio_string(struct parse *p, const char *buf, char **out)
 	return *out ? 0 : -ENOMEM;
 }
 
+/* The GnuTLS numbers of @s's parts and its IANA number; -ENOENT unknown. */
+static int suite_numbers(struct web_suite *s)
+{
+	gnutls_kx_algorithm_t kx;
+	gnutls_cipher_algorithm_t cipher;
+	gnutls_mac_algorithm_t mac;
+	gnutls_protocol_t min;
+	size_t i;
+
+	s->gkx = gnutls_kx_get_id(s->kx);
+	s->gcipher = gnutls_cipher_get_id(s->cipher);
+	s->gmac = gnutls_mac_get_id(s->mac);
+	for (i = 0;
+	     gnutls_cipher_suite_info(i, s->id, &kx, &cipher, &mac, &min); i++)
+		if ((int)kx == s->gkx && (int)cipher == s->gcipher &&
+		    (int)mac == s->gmac && s->gkx)
+			return 0;
+	return -ENOENT;
+}
+
 /*
  * The GnuTLS priority strings of tls_server_config.  As in Go, whose
  * crypto/tls exporter-toolkit configures, cipher_suites chooses among the
  * suites of TLS 1.2 and below only: TLS 1.3's are not configurable, so
  * with cipher_suites a session that negotiates TLS 1.3 gets a priority
  * string of its own (priorities13, GnuTLS' default TLS 1.3 ciphers), and
- * the names of TLS 1.3 suites in the list change nothing, as in Go.
+ * with min_version TLS13 the list narrows nothing at all.  A list of TLS
+ * 1.3 suites only leaves TLS 1.2 and below without any, which is TLS 1.3
+ * only (in Go, no TLS 1.2 handshake could find a suite).
  */
 static int priorities(struct parse *p)
 {
 	char base[256], buf[1024], kx[256] = "", ci[256] = "", mac[128] = "";
+	struct web_config *c = p->c;
 	yaml_node_item_t *it;
 	bool any12 = false;
-	size_t i;
+	size_t i, j;
 	int v, r;
 
 	if (p->min_version > p->max_version)
@@ -697,9 +754,16 @@ static int priorities(struct parse *p)
 		}
 	}
 	if (p->ciphers) {
+		size_t n = (size_t)(p->ciphers->data.sequence.items.top -
+				    p->ciphers->data.sequence.items.start);
+
+		c->suites = calloc(n ? n : 1, sizeof(*c->suites));
+		if (!c->suites)
+			return -ENOMEM;
 		for (it = p->ciphers->data.sequence.items.start;
 		     it < p->ciphers->data.sequence.items.top; it++) {
 			yaml_node_t *n = yaml_document_get_node(&p->doc, *it);
+			struct web_suite *s = &c->suites[c->nsuites];
 
 			for (i = 0; i < sizeof(suites) / sizeof(suites[0]); i++)
 				if (!strcmp(text(n), suites[i].go))
@@ -712,9 +776,27 @@ static int priorities(struct parse *p)
 			if (!suites[i].kx)
 				continue; /* TLS 1.3: not configurable */
 			any12 = true;
-			if (add_prio(kx, sizeof(kx), suites[i].kx) ||
-			    add_prio(ci, sizeof(ci), suites[i].cipher) ||
-			    add_prio(mac, sizeof(mac), suites[i].mac))
+			/* With TLS 1.3 only, TLS 1.2's suites are not used. */
+			if (p->min_version >= 3)
+				continue;
+			*s = (struct web_suite){ .name = suites[i].go,
+						 .kx = suites[i].kx,
+						 .cipher = suites[i].cipher,
+						 .mac = suites[i].mac };
+			if (suite_numbers(s))
+				return fail(
+					p, n,
+					"cipher_suites: GnuTLS does not know '%s'",
+					text(n));
+			for (j = 0; j < c->nsuites; j++)
+				if (!memcmp(c->suites[j].id, s->id, 2))
+					break;
+			if (j < c->nsuites)
+				continue; /* an alias of one listed before */
+			c->nsuites++;
+			if (add_prio(kx, sizeof(kx), s->kx) ||
+			    add_prio(ci, sizeof(ci), s->cipher) ||
+			    add_prio(mac, sizeof(mac), s->mac))
 				return -E2BIG;
 		}
 		/* Only TLS 1.3 suites listed: TLS 1.2 and below have none. */
@@ -734,20 +816,23 @@ static int priorities(struct parse *p)
 		if (add_prio(buf, sizeof(buf), vers))
 			return -E2BIG;
 	}
-	if (any12) {
+	if (c->nsuites) {
+		c->priorities_base = strdup(buf);
+		if (!c->priorities_base)
+			return -ENOMEM;
 		r = snprintf(buf + strlen(buf), sizeof(buf) - strlen(buf),
 			     ":-CIPHER-ALL:-MAC-ALL:-KX-ALL%s%s%s", kx, ci,
 			     mac);
 		if (r < 0 || strlen(buf) + 1 >= sizeof(buf))
 			return -E2BIG;
 	}
-	r = prio_string(p, buf, &p->c->priorities);
-	if (!r && any12 && p->max_version == 3) {
+	r = prio_string(p, buf, &c->priorities);
+	if (!r && c->nsuites && p->max_version == 3) {
 		snprintf(buf, sizeof(buf), "%s:-VERS-ALL:+VERS-TLS1.3", base);
-		r = prio_string(p, buf, &p->c->priorities13);
+		r = prio_string(p, buf, &c->priorities13);
 	}
-	p->c->min_version = p->min_version;
-	p->c->max_version = p->max_version;
+	c->min_version = p->min_version;
+	c->max_version = p->max_version;
 	return r;
 }
 
@@ -905,10 +990,11 @@ static int parse_root(struct parse *p)
 	return tls_finish(p);
 }
 
-int web_config_load(const char *path, struct web_config **out, char *err,
-		    size_t errlen)
+int web_config_load(const char *path, struct web_config **out,
+		    struct web_files *files, char *err, size_t errlen)
 {
 	struct parse p = { .path = path,
+			   .files = files,
 			   .err = err,
 			   .errlen = errlen,
 			   .min_version = 2, /* TLS12, as exporter-toolkit */
@@ -960,6 +1046,15 @@ int web_config_load(const char *path, struct web_config **out, char *err,
 	return 0;
 }
 
+void web_files_clear(struct web_files *files)
+{
+	size_t i;
+
+	for (i = 0; i < files->n; i++)
+		free(files->f[i].path);
+	memset(files, 0, sizeof(*files));
+}
+
 static void free_secret(char *s)
 {
 	if (s) {
@@ -982,6 +1077,8 @@ void web_config_free(struct web_config *c)
 	free(c->client_ca_pem);
 	free(c->priorities);
 	free(c->priorities13);
+	free(c->priorities_base);
+	free(c->suites);
 	for (i = 0; i < c->nsans; i++)
 		free(c->allowed_sans[i]);
 	free(c->allowed_sans);
