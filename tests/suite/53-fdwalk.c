@@ -38,8 +38,8 @@
 
 #define SLOTS	524288
 #define HIGH_VM 65536 /* past the first chunk of the walk */
-#define ROUNDS 40
-#define FLAT   25.0
+#define ROUNDS	40
+#define FLAT	25.0
 
 static int dev;
 
@@ -162,9 +162,10 @@ static void compare(const char *what, uint64_t dense, uint64_t sparse)
 
 	tap_diag("%s: dense table %.1f us, sparse table %.1f us (least of %d)",
 		 what, dense / 1e3, sparse / 1e3, ROUNDS);
-	tap_check(dense && ratio <= FLAT,
-		  "%s costs the same whatever the table's size: sparse/dense %.2f (at most %.1f)",
-		  what, ratio, FLAT);
+	tap_check(
+		dense && ratio <= FLAT,
+		"%s costs the same whatever the table's size: sparse/dense %.2f (at most %.1f)",
+		what, ratio, FLAT);
 }
 
 int main(void)
@@ -204,9 +205,10 @@ int main(void)
 		b_sparse = t < b_sparse ? t : b_sparse;
 		bad_err += err != EBADF;
 	}
-	tap_check(!bad_list,
-		  "LIST_PIDFD lists each VM once, at its lowest fd: the sparse VMM's in slots %d, %d and %d (%d wrong answers)",
-		  want_sparse[0], HIGH_VM, SLOTS - 2, bad_list);
+	tap_check(
+		!bad_list,
+		"LIST_PIDFD lists each VM once, at its lowest fd: the sparse VMM's in slots %d, %d and %d (%d wrong answers)",
+		want_sparse[0], HIGH_VM, SLOTS - 2, bad_list);
 	tap_check(!bad_err, "GET_STATS_FD of an fd not open: EBADF (%d wrong)",
 		  bad_err);
 	compare("LIST_PIDFD", l_dense, l_sparse);
@@ -218,15 +220,17 @@ int main(void)
 		      SLOTS - 1, b < 0 ? strerror(-b) : "ok")) {
 		stats_read_all(a, &low, "by the lowest fd");
 		stats_read_all(b, &high, "by the last slot");
-		tap_check(stats_blob_equal(&low, &high, "dup"),
-			  "its file is byte-identical to the one by the lowest fd (the VM never ran)");
+		tap_check(
+			stats_blob_equal(&low, &high, "dup"),
+			"its file is byte-identical to the one by the lowest fd (the VM never ran)");
 		close(b);
 	}
 	close(a);
 	b = __kvmstats_get_stats_fd(dev, sparse.pid, SLOTS - 2, 0);
-	tap_check(b >= 0,
-		  "GET_STATS_FD of the vCPU of the VM whose only fd is slot %d (%s)",
-		  SLOTS - 2, b < 0 ? strerror(-b) : "ok");
+	tap_check(
+		b >= 0,
+		"GET_STATS_FD of the vCPU of the VM whose only fd is slot %d (%s)",
+		SLOTS - 2, b < 0 ? strerror(-b) : "ok");
 	if (b >= 0)
 		close(b);
 	tap_eq(__kvmstats_get_stats_fd(dev, sparse.pid, SLOTS, -1), -EBADF,

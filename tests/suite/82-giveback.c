@@ -183,7 +183,7 @@ static void open_files(const struct vmm *v, int fds[2])
 }
 
 enum destroyer {
-	BY_WORKER,	 /* kvmstats' worker, a kworker */
+	BY_WORKER,	    /* kvmstats' worker, a kworker */
 	BY_AGENT_OR_WORKER, /* this process's close, or the worker */
 };
 
@@ -206,28 +206,31 @@ static void check_destroyed(const char *when, pid_t vmm, enum destroyer want)
 	/* Anything more would come right after: a VM destroyed twice. */
 	msleep(200);
 	n = destroy_trace_read(d, 4);
-	if (!tap_check(n == 1, "%s: KVM destroyed the VM within %d ms (%d seen)",
-		       when, DESTROY_MS, n))
+	if (!tap_check(n == 1,
+		       "%s: KVM destroyed the VM within %d ms (%d seen)", when,
+		       DESTROY_MS, n))
 		return;
 	destroy_diag(&d[0], when);
 	if (want == BY_WORKER)
 		where = is_worker(&d[0]) && d[0].tid != getpid();
 	else
 		where = is_worker(&d[0]) || d[0].tid == getpid();
-	tap_check(where,
-		  "%s: destroyed by %s (ran in %s-%d; agent %d, VMM %d)", when,
+	tap_check(where, "%s: destroyed by %s (ran in %s-%d; agent %d, VMM %d)",
+		  when,
 		  want == BY_WORKER ? "kvmstats' worker" :
 				      "the agent's close or kvmstats' worker",
 		  d[0].comm, d[0].tid, getpid(), vmm);
-	tap_check(d[0].tid != vmm && !destroy_in_foreign_task_work(&d[0]),
-		  "%s: not in the VMM's thread, nor in task work but a file's release",
-		  when);
+	tap_check(
+		d[0].tid != vmm && !destroy_in_foreign_task_work(&d[0]),
+		"%s: not in the VMM's thread, nor in task work but a file's release",
+		when);
 	tap_check(!destroy_on_stack(&d[0], "kvm_arch_vcpu_ioctl_run"),
 		  "%s: not inside KVM_RUN", when);
 	borrows = destroy_trace_borrows();
-	tap_check(borrows == 0,
-		  "%s: no kernel thread borrowed an address space (%d kthread_use_mm() calls)",
-		  when, borrows);
+	tap_check(
+		borrows == 0,
+		"%s: no kernel thread borrowed an address space (%d kthread_use_mm() calls)",
+		when, borrows);
 	vms = kvmstats_wait_live_vms(base_vms, DESTROY_MS);
 	tap_check(vms == base_vms, "%s: live_vms back to %ld (%ld)", when,
 		  base_vms, vms);
@@ -344,17 +347,20 @@ static void case_left_mapped(void)
 	destroy_trace_clear();
 	child_send(v.sock, v.pid, CMD_FREE);
 	close(nfd);
-	tap_check(destroy_trace_wait(d, 2, 1, DESTROY_MS) == 1 &&
-			  d[0].tid == getpid(),
-		  "native: the agent's close of the last native stats fd destroyed the VM (in %s-%d)",
-		  d[0].comm, d[0].tid);
+	tap_check(
+		destroy_trace_wait(d, 2, 1, DESTROY_MS) == 1 &&
+			d[0].tid == getpid(),
+		"native: the agent's close of the last native stats fd destroyed the VM (in %s-%d)",
+		d[0].comm, d[0].tid);
 	m_native = vmm_maps(v.pid);
 
-	tap_diag("VMM mappings: %d before, %d after kvmstats gave a VM back, %d after a native stats fd's holder did",
-		 m0, m_ours, m_native);
-	tap_check(m_ours - m0 == m_native - m_ours,
-		  "the VMM keeps what KVM leaves to a foreign holder: %d mappings per VM, as native (%d)",
-		  m_ours - m0, m_native - m_ours);
+	tap_diag(
+		"VMM mappings: %d before, %d after kvmstats gave a VM back, %d after a native stats fd's holder did",
+		m0, m_ours, m_native);
+	tap_check(
+		m_ours - m0 == m_native - m_ours,
+		"the VMM keeps what KVM leaves to a foreign holder: %d mappings per VM, as native (%d)",
+		m_ours - m0, m_native - m_ours);
 	vmm_quit(&v);
 }
 

@@ -151,19 +151,20 @@ int main(void)
 		tap_check(!destroy_on_stack(&d[0], "kvm_arch_vcpu_ioctl_run") &&
 				  !destroy_on_stack(&d[0], "kvm_vcpu_ioctl"),
 			  "B was not torn down inside A's KVM_RUN");
-		tap_check(!destroy_in_foreign_task_work(&d[0]) &&
-				  d[0].tid != vmm,
-			  "B was not destroyed by task work nor in the VMM's thread (%s-%d, VMM %d)",
-			  d[0].comm, d[0].tid, vmm);
+		tap_check(
+			!destroy_in_foreign_task_work(&d[0]) && d[0].tid != vmm,
+			"B was not destroyed by task work nor in the VMM's thread (%s-%d, VMM %d)",
+			d[0].comm, d[0].tid, vmm);
 	}
-	tap_check(rep.runs == 1 && rep.err == EINTR &&
-			  rep.exit_reason == KVM_EXIT_INTR,
-		  "A's KVM_RUN ended once, as its VMM asked: EINTR from its timer (%d calls, errno %d, exit reason %d)",
-		  rep.runs, rep.err, rep.exit_reason);
-	tap_check(rep.elapsed >= RUN_S * 1000000000ull &&
-			  !rep.other_signals,
-		  "A ran %.2f s of the %d its VMM asked for, no other interruption (%d)",
-		  rep.elapsed / 1e9, RUN_S, rep.other_signals);
+	tap_check(
+		rep.runs == 1 && rep.err == EINTR &&
+			rep.exit_reason == KVM_EXIT_INTR,
+		"A's KVM_RUN ended once, as its VMM asked: EINTR from its timer (%d calls, errno %d, exit reason %d)",
+		rep.runs, rep.err, rep.exit_reason);
+	tap_check(
+		rep.elapsed >= RUN_S * 1000000000ull && !rep.other_signals,
+		"A ran %.2f s of the %d its VMM asked for, no other interruption (%d)",
+		rep.elapsed / 1e9, RUN_S, rep.other_signals);
 
 	stats_read_all(fd, &b1, "B, frozen");
 	msleep(50);

@@ -286,9 +286,10 @@ static void unload_vmm_asleep(long base)
 	close(dev);
 	v = kvmstats_wait_live_vms(0, 15000);
 	r = rel_unload_module_wait("kvmstats", 5000);
-	tap_check(r == 0 && !rel_module_loaded("kvmstats") && v == 0,
-		  "the last stats file of a live VM closed, its VMM asleep in read(2): kvmstats lets go (live_vms %ld) and rmmod works (%s)",
-		  v, r ? strerror(-r) : "ok");
+	tap_check(
+		r == 0 && !rel_module_loaded("kvmstats") && v == 0,
+		"the last stats file of a live VM closed, its VMM asleep in read(2): kvmstats lets go (live_vms %ld) and rmmod works (%s)",
+		v, r ? strerror(-r) : "ok");
 	child_vmm_exit(&c);
 	child_vmm_close_fds(&c);
 	if (!rel_module_loaded("kvmstats"))
@@ -303,14 +304,16 @@ static void unload_vmm_asleep(long base)
 	child_vmm_free_vm(&c);
 	v = kvmstats_wait_live_vms(0, 15000);
 	ref = rel_wait_value(refcnt_arg, vendor, base, 15000);
-	tap_check(v == 0 && ref == base,
-		  "a VMM closed every fd of its VM and sleeps in read(2): the VM is given back and destroyed without it (live_vms %ld, %s %ld, base %ld)",
-		  v, rel_kvm_what(vendor), ref, base);
+	tap_check(
+		v == 0 && ref == base,
+		"a VMM closed every fd of its VM and sleeps in read(2): the VM is given back and destroyed without it (live_vms %ld, %s %ld, base %ld)",
+		v, rel_kvm_what(vendor), ref, base);
 	close(s);
 	r = rel_unload_module_wait("kvmstats", 5000);
-	tap_check(r == 0 && !rel_module_loaded("kvmstats"),
-		  "with its stats file closed, rmmod works while that VMM still sleeps (%s)",
-		  r ? strerror(-r) : "ok");
+	tap_check(
+		r == 0 && !rel_module_loaded("kvmstats"),
+		"with its stats file closed, rmmod works while that VMM still sleeps (%s)",
+		r ? strerror(-r) : "ok");
 	child_vmm_exit(&c);
 	if (!rel_module_loaded("kvmstats"))
 		reload_kvmstats();
