@@ -285,7 +285,8 @@ include $(CURDIR)/packaging/packaging.mk
 #                                   rule tests (jsonnet)
 #   make check-selftest [KERNEL=6.12]
 #                                   prove the harness fails when it must (hangs,
-#                                   WARNs, panics, missing token, not ok)
+#                                   WARNs, panics, missing token, not ok, a job
+#                                   past its limit); make check runs it too
 #   make check-arm64-guests         the arm64 kernels with KVM alone: boot, the
 #                                   harness and 05-guest, no kvmstats (a quick look
 #                                   at the arm64 guests; make check runs it all)
