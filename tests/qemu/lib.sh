@@ -135,7 +135,7 @@ ks_pick_accel()
 	# the single flip ksg_pin makes at boot).  KVMSTATS_TCG_THREAD=multi
 	# trades that for speed.
 	KS_ACCEL=tcg,thread=${KVMSTATS_TCG_THREAD:-single}
-	KS_CPU=max
+	KS_CPU=${KVMSTATS_CPU:-max}
 	KS_VENDOR=kvm_amd
 	if [ "${KVMSTATS_ACCEL:-}" = tcg ]; then
 		KS_ACCEL_WHY="forced by KVMSTATS_ACCEL=tcg"
