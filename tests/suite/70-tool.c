@@ -729,15 +729,14 @@ static bool reap_exporter(pid_t pid, int secs, char *how, size_t len)
 		}
 		msleep(100);
 	}
-	if (WIFEXITED(st))
-		snprintf(how, len, "%sexit status %d",
-			 killed ? "still running after " : "", WEXITSTATUS(st));
-	else
-		snprintf(how, len, "%ssignal %d",
-			 killed ? "still running, then " : "", WTERMSIG(st));
 	if (killed)
-		snprintf(how + strlen(how), len - strlen(how),
-			 " (SIGTERMed after %d s)", secs);
+		snprintf(how, len,
+			 "still running after %d s; on SIGTERM: ", secs);
+	else
+		how[0] = '\0';
+	snprintf(how + strlen(how), len - strlen(how), "%s %d",
+		 WIFEXITED(st) ? "exit status" : "signal",
+		 WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
 	return !killed && WIFEXITED(st) && WEXITSTATUS(st) == 0;
 }
 
