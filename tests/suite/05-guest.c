@@ -13,6 +13,7 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include "fault.h"
 #include "kvm_util.h"
 #include "kvmstats_util.h"
 #include "tap.h"
@@ -36,25 +37,41 @@ static void check_tables(struct vm *vm, int vm_stats, int vcpu_stats)
 	struct stats_blob blob;
 	const char *names[] = { STAT_IO_EXITS, STAT_MMIO_EXITS, STAT_END_EXITS,
 				"exits" };
+	bool all = true;
 	size_t i;
 
 	stats_read_all(vm_stats, &blob, "native VM stats");
-	stats_check_format(&blob, "native VM file");
+	/* Fault 05-format: the last descriptor's name emptied. */
+	if (test_fault("05-format"))
+		((struct kvm_stats_desc *)stats_desc(
+			 &blob, (int)stats_header(&blob)->num_desc - 1))
+			->name[0] = '\0';
+	tap_check(stats_check_format(&blob, "native VM file"),
+		  "the native VM file keeps KVM's format invariants");
 	tap_diag("VM file: %u statistics, id %s", stats_header(&blob)->num_desc,
 		 stats_id(&blob));
 	tap_check(stats_find(&blob, "remote_tlb_flush") != NULL,
 		  "the VM file has the generic remote_tlb_flush");
 
 	stats_read_all(vcpu_stats, &blob, "native vCPU stats");
-	stats_check_format(&blob, "native vCPU file");
+	tap_check(stats_check_format(&blob, "native vCPU file"),
+		  "the native vCPU file keeps KVM's format invariants");
 	tap_diag("vCPU file: %u statistics, id %s",
 		 stats_header(&blob)->num_desc, stats_id(&blob));
 	for (i = 0;
-	     i < sizeof(generic_vcpu_stats) / sizeof(*generic_vcpu_stats); i++)
-		if (!stats_find(&blob, generic_vcpu_stats[i]))
-			tap_fail("the vCPU file has the generic %s",
-				 generic_vcpu_stats[i]);
-	tap_pass("the vCPU file has the 11 generic statistics");
+	     i < sizeof(generic_vcpu_stats) / sizeof(*generic_vcpu_stats);
+	     i++) {
+		/* Fault 05-generic: looks for a name no kernel has. */
+		const char *name = i == 0 && test_fault("05-generic") ?
+					   "no_such_generic_stat" :
+					   generic_vcpu_stats[i];
+
+		if (!stats_find(&blob, name)) {
+			tap_diag("the vCPU file lacks the generic %s", name);
+			all = false;
+		}
+	}
+	tap_check(all, "the vCPU file has the 11 generic statistics");
 	for (i = 0; i < sizeof(names) / sizeof(*names); i++)
 		tap_check(stats_find(&blob, names[i]) != NULL,
 			  "the vCPU file has %s", names[i]);

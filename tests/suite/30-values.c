@@ -8,12 +8,15 @@
  *  - a read returning promptly while a vCPU spins in KVM_RUN ("jmp ."),
  *    while native KVM_GET_STATS_FD on that vCPU blocks on vcpu->mutex.
  */
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "fault.h"
 #include "kvmstats_util.h"
 
 #define IO_EXITS   1000
@@ -116,10 +119,15 @@ static void check_growing(int dev)
 	vm_free(vm);
 }
 
-/* Native KVM_GET_STATS_FD on a running vCPU, from another thread. */
+/*
+ * Native KVM_GET_STATS_FD on a running vCPU, from another thread: @started
+ * is set right before the call, @done right after it returns.
+ */
 struct native_call {
 	struct vcpu *vcpu;
-	volatile int done;
+	bool fault;
+	volatile pid_t tid;
+	volatile int started, done;
 	int fd;
 };
 
@@ -127,9 +135,42 @@ static void *native_thread(void *arg)
 {
 	struct native_call *nc = arg;
 
-	nc->fd = __vcpu_get_stats_fd(nc->vcpu);
+	nc->tid = sys_gettid();
+	__atomic_store_n(&nc->started, 1, __ATOMIC_SEQ_CST);
+	/* Fault 30-native-unblocked: the VM's file, behind no vCPU mutex. */
+	nc->fd = nc->fault ? __vm_get_stats_fd(nc->vcpu->vm) :
+			     __vcpu_get_stats_fd(nc->vcpu);
 	__atomic_store_n(&nc->done, 1, __ATOMIC_SEQ_CST);
 	return NULL;
+}
+
+/* Thread @tid's state letter and wchan, for the record. */
+static void task_where(pid_t tid, char *state, char *wchan, size_t len)
+{
+	char path[64], buf[512], *p;
+	int fd;
+	ssize_t n;
+
+	*state = '?';
+	snprintf(wchan, len, "?");
+	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", tid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	n = fd < 0 ? -1 : read(fd, buf, sizeof(buf) - 1);
+	if (fd >= 0)
+		close(fd);
+	if (n > 0) {
+		buf[n] = '\0';
+		p = strrchr(buf, ')');
+		if (p && p[1] == ' ')
+			*state = p[2];
+	}
+	snprintf(path, sizeof(path), "/proc/self/task/%d/wchan", tid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	n = fd < 0 ? -1 : read(fd, wchan, len - 1);
+	if (fd >= 0)
+		close(fd);
+	if (n > 0)
+		wchan[n] = '\0';
 }
 
 static void alarm_handler(int sig)
@@ -147,11 +188,12 @@ static void check_prompt_while_spinning(int dev)
 {
 	static struct stats_blob blob;
 	struct native_call nc = { 0 };
+	char state, wchan[64];
 	pthread_t thr;
 	struct vcpu *vcpu;
 	struct vm *vm;
 	uint64_t t0, t1, t2;
-	int ours, ours_vm;
+	int ours, ours_vm, i;
 	ssize_t r;
 
 	vm = vm_create(1, NULL);
@@ -162,11 +204,20 @@ static void check_prompt_while_spinning(int dev)
 
 	/* Show that the vCPU really holds vcpu->mutex in KVM_RUN. */
 	nc.vcpu = vcpu;
+	nc.fault = test_fault("30-native-unblocked");
 	pthread_create(&thr, NULL, native_thread, &nc);
+	/*
+	 * Blocked, not merely not yet run: the thread has entered the call
+	 * and not come back 300 ms later.
+	 */
+	for (i = 0; i < 1000 && !nc.started; i++)
+		msleep(10);
 	msleep(300);
+	task_where(nc.tid, &state, wchan, sizeof(wchan));
 	tap_check(
-		!nc.done,
-		"native KVM_GET_STATS_FD on the spinning vCPU is blocked (vCPU is in KVM_RUN)");
+		nc.started && !nc.done,
+		"native KVM_GET_STATS_FD on the spinning vCPU is blocked (vCPU is in KVM_RUN): in the call for 300 ms (started %d, done %d, state %c, wchan %s)",
+		nc.started, nc.done, state, wchan);
 
 	signal(SIGALRM, alarm_handler);
 	alarm(10);

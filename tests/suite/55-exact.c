@@ -28,7 +28,9 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 
+#include "fault.h"
 #include "kvmstats_util.h"
+#include "proc_files.h"
 #include "../qemu/guest-module/ksg_test.h"
 
 static int dev;
@@ -42,15 +44,50 @@ static int count_vm(const struct kvmstats_vm *vms, int n, pid_t pid, int fd)
 	return c;
 }
 
-/* LIST_VMS entries of @pid, in order, against LIST_PIDFD's. */
+/*
+ * LIST_PIDFD's entries of @pid against two sources: what /proc shows of its
+ * fd table (each "anon_inode:kvm-vm" file once, at its lowest fd, in fd
+ * order, and as many vCPUs in all as it holds "anon_inode:kvm-vcpu:" files),
+ * which does not ask kvmstats, and LIST_VMS's entries of @pid, entry for
+ * entry.
+ */
 static void check_same_as_list(int pidfd, pid_t pid, const char *what)
 {
 	struct kvmstats_vm *all = NULL, *one = NULL;
-	int n, m, i, j = 0;
-	bool same;
+	int n, m, i, j = 0, nproc, nvcpus, fds[16];
+	bool same, fault = test_fault("55-pidfd-fd");
+	unsigned int vcpus = 0;
 
 	n = kvmstats_list_vms(dev, &all);
 	m = __kvmstats_list_pidfd(dev, pidfd, &one);
+	/*
+	 * Fault 55-pidfd-fd: the first entry's fd off by 100 in both lists,
+	 * as a module that misnames the fd in every listing would be.
+	 */
+	for (i = 0; fault && i < n; i++)
+		if (all[i].pid == pid) {
+			all[i].fd += 100;
+			if (m > 0)
+				one[0].fd += 100;
+			break;
+		}
+	nproc = proc_anon_fds(pid, "kvm-vm", fds, 16);
+	nvcpus = proc_anon_fds(pid, "kvm-vcpu:", NULL, 0);
+	same = m == nproc && nproc >= 0 && nproc <= 16;
+	for (i = 0; same && i < m; i++) {
+		same = one[i].pid == pid && one[i].fd == fds[i];
+		vcpus += one[i].nr_vcpus;
+	}
+	same = same && (int)vcpus == nvcpus;
+	if (!same)
+		for (i = 0; i < m; i++)
+			tap_diag("LIST_PIDFD: pid %d fd %d, %u vCPUs",
+				 one[i].pid, one[i].fd, one[i].nr_vcpus);
+	tap_check(
+		same,
+		"%s: LIST_PIDFD gives the kvm-vm files /proc/%d/fd shows, each at its lowest fd, in fd order, and its %d kvm-vcpu files' vCPUs (%d VMs by /proc, got %d)",
+		what, (int)pid, nvcpus, nproc, m);
+
 	same = m == count_vm(all, n, pid, -1);
 	for (i = 0; same && i < n; i++)
 		if (all[i].pid == pid)

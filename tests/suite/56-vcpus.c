@@ -15,6 +15,7 @@
 #include <unistd.h>
 #include <sys/wait.h>
 
+#include "fault.h"
 #include "kvmstats_util.h"
 
 static int list(int dev, int pid, int fd, unsigned int flags,
@@ -153,6 +154,10 @@ int main(void)
 				v[1].flags == KVMSTATS_VCPU_NEVER_RUN,
 			"before KVM_RUN: tid 0 and NEVER_RUN (flags %#x, %#x)",
 			v[0].flags, v[1].flags);
+	} else {
+		tap_fail("indexes 0, 1 and vcpu ids 0, 7 (LIST_VCPUS: %d)", n);
+		tap_fail("before KVM_RUN: tid 0 and NEVER_RUN (LIST_VCPUS: %d)",
+			 n);
 	}
 	free(v);
 
@@ -165,6 +170,9 @@ int main(void)
 
 	t0 = now_ns();
 	n = list(dev, getpid(), vm->fd, 0, &v);
+	/* Fault 56-list-running: as if LIST_VCPUS failed here. */
+	if (test_fault("56-list-running"))
+		n = -EIO;
 	tap_check(now_ns() - t0 < 5000000000ull,
 		  "answered while vCPU 1 spins in KVM_RUN (%llu ms)",
 		  (unsigned long long)((now_ns() - t0) / 1000000));
@@ -177,6 +185,10 @@ int main(void)
 			v[1].tid == vm->vcpus[1]->tid && !v[1].flags,
 			"vCPU 1: its vCPU thread (tid %d, want %d, flags %#x)",
 			v[1].tid, vm->vcpus[1]->tid, v[1].flags);
+	} else {
+		tap_fail("vCPU 0: the main thread that ran it (LIST_VCPUS: %d)",
+			 n);
+		tap_fail("vCPU 1: its vCPU thread (LIST_VCPUS: %d)", n);
 	}
 	free(v);
 

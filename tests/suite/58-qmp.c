@@ -37,6 +37,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "fault.h"
 #include "kvmstats_util.h"
 
 #define QEMU	    "/usr/bin/qemu-system-x86_64"
@@ -1422,7 +1423,11 @@ static void run(void)
 	    !tap_check(qmp_status(&q, "running"), "QMP cont: QEMU runs again"))
 		return;
 	msleep(2000);
-	if (!qmp_do(&q, "stop") || !qmp_status(&q, "paused"))
+	/* Fault 58-second-stop: the second stop not sent, QEMU runs on. */
+	if ((!test_fault("58-second-stop") && !qmp_do(&q, "stop")) ||
+	    !tap_check(
+		    qmp_status(&q, "paused"),
+		    "QMP stop again: QEMU is paused for the second comparison"))
 		return;
 	if (!take_snap(&q, &snaps[1], 2))
 		return;

@@ -16,7 +16,9 @@
  * the documented set elsewhere; READ_BATCH ops are compared with pread(2)
  * on the same arguments, since the header promises the same bytes and the
  * same per-op errors.  Stats fds the fuzzer makes are counted against the
- * module's live_files, and the kernel log must stay clean.
+ * module's live_files and, independently of the module, against the
+ * kvmstats files /proc shows in every fd table; the kernel log must stay
+ * clean.
  *
  * Replay: KVMSTATS_FUZZ_SEED=<printed seed> (and KVMSTATS_FUZZ_CALLS=<n>).
  * Size: 10^5 calls, 10^6 with KVMSTATS_LONG=1.
@@ -39,6 +41,8 @@
 #include <sys/timerfd.h>
 #include <sys/wait.h>
 
+#include "fault.h"
+#include "proc_files.h"
 #include "rel_util.h"
 
 #define PAGE	    4096ul
@@ -104,7 +108,7 @@ static const char *const act_name[A_NR] = {
 	"stats fd churn",
 };
 static unsigned long act_calls[A_NR], act_bad[A_NR];
-static unsigned long fds_made, batch_ops, batch_mismatch, live_bad;
+static unsigned long fds_made, batch_ops, batch_mismatch, live_bad, proc_bad;
 static unsigned long reports;
 
 static void bad(enum act a, const char *fmt, ...) __printf(2, 3);
@@ -1516,8 +1520,8 @@ int main(void)
 	unsigned long budget_s =
 		rel_env_num("KVMSTATS_TEST_TIMEOUT", 120) * 3 / 4;
 	uint64_t start, deadline;
-	long live0, live;
-	int kmsg, a;
+	long live0, live, proc;
+	int kmsg, a, leak = -1;
 	unsigned long done;
 
 	kvm_test_init(); /* keeper VM: see tests/suite/FINDINGS.md */
@@ -1530,8 +1534,23 @@ int main(void)
 	kmsg = rel_kmsg_open();
 	live0 = rel_live_files();
 	tap_check(live0 == 0, "live_files is 0 before the fuzz (%ld)", live0);
+	proc = proc_kvmstats_files();
+	tap_check(
+		proc == 0,
+		"/proc: no kvmstats stats file open in any fd table before the fuzz (%ld)",
+		proc);
 	setup();
 	regressions();
+	/*
+	 * Fault 85-leak: a stats file held outside the pool through the
+	 * fuzz, and live_files read as a counter that missed it would be.
+	 */
+	if (test_fault("85-leak")) {
+		/* At fd 1000 up: out of the numbers the fuzzer picks from. */
+		a = kvmstats_get_stats_fd(dev, 0, vm->fd, -1);
+		leak = fcntl(a, F_DUPFD_CLOEXEC, 1000);
+		close(a);
+	}
 
 	start = now_ns();
 	deadline = start + budget_s * 1000000000ull;
@@ -1579,13 +1598,21 @@ int main(void)
 			break;
 		}
 		if (done % 4096 == 4095) {
-			live = rel_live_files();
+			live = rel_live_files() - (leak >= 0);
 			if (live != pool_nr) {
 				live_bad++;
 				if (reports++ < MAX_REPORTS)
 					tap_diag(
 						"call %lu: live_files %ld, we hold %d",
 						done, live, pool_nr);
+			}
+			proc = proc_kvmstats_files();
+			if (proc != pool_nr) {
+				proc_bad++;
+				if (reports++ < MAX_REPORTS)
+					tap_diag(
+						"call %lu: /proc shows %ld kvmstats files open, we hold %d",
+						done, proc, pool_nr);
 			}
 			if (now_ns() > deadline)
 				break;
@@ -1606,6 +1633,12 @@ int main(void)
 		batch_ops, batch_mismatch);
 	tap_check(!live_bad,
 		  "live_files equals the stats fds we hold at every sample");
+	tap_check(
+		!proc_bad,
+		"/proc: the kvmstats files open in all fd tables are the stats fds we hold at every sample (%lu samples differ)",
+		proc_bad);
+	if (leak >= 0)
+		close(leak);
 
 	/* Everything closed: the count goes back to zero. */
 	while (pool_nr)
@@ -1620,6 +1653,11 @@ int main(void)
 	live = rel_wait_value(rel_live_files_arg, NULL, 0, 3000);
 	tap_check(live == 0, "live_files is 0 once every fd is closed (%ld)",
 		  live);
+	proc = proc_kvmstats_files();
+	tap_check(
+		proc == 0,
+		"/proc: no kvmstats stats file open in any fd table once every fd is closed (%ld)",
+		proc);
 	tap_check(rel_live_files() >= 0, "kvmstats still loaded and answering");
 	rel_kmsg_check(kmsg, "fuzz");
 	tap_diag("seed 0x%016llx", (unsigned long long)seed);

@@ -33,6 +33,8 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include "fault.h"
+#include "proc_files.h"
 #include "rel_util.h"
 
 #define NOBODY	  65534
@@ -442,13 +444,20 @@ static void flags_rejected(struct vm *vm)
 		calloc(1, sizeof(*l) + 64 * sizeof(l->vms[0]));
 	struct kvmstats_read_batch b;
 	struct kvmstats_read_op op;
-	long live0 = rel_live_files();
+	long live0 = rel_live_files(), proc0, proc, live;
 	int bad_getfd = 0, bad_list = 0, bad_batch = 0, bad_op = 0, bad_ver = 0;
-	int s, bit, w, r;
+	int s, bit, w, r, leak = -1;
 	uint64_t buf;
 
 	s = kvmstats_get_stats_fd(dev, 0, vm->fd, -1);
 	live0 = rel_live_files();
+	proc0 = proc_kvmstats_files();
+	/*
+	 * Fault 89-leak: a stats file made among the rejected requests and
+	 * left open, live_files read as a counter that missed it would be.
+	 */
+	if (test_fault("89-leak"))
+		leak = kvmstats_get_stats_fd(dev, 0, vm->fd, -1);
 	for (bit = 0; bit < 32; bit++) {
 		struct kvmstats_fd_request q = { .fd = vm->fd,
 						 .vcpu = -1,
@@ -523,10 +532,18 @@ static void flags_rejected(struct vm *vm)
 		!bad_ver,
 		"GET_API_VERSION: each of 64 argument bits is EINVAL (%d not)",
 		bad_ver);
-	tap_check(rel_live_files() == live0,
+	live = rel_live_files() - (leak >= 0);
+	tap_check(live == live0,
 		  "rejected requests created no stats file "
 		  "(live_files %ld, was %ld)",
-		  rel_live_files(), live0);
+		  live, live0);
+	proc = proc_kvmstats_files();
+	tap_check(
+		proc0 >= 1 && proc == proc0,
+		"/proc: rejected requests left no stats file in any fd table (%ld kvmstats files open, were %ld)",
+		proc, proc0);
+	if (leak >= 0)
+		close(leak);
 	close(s);
 	free(l);
 }
