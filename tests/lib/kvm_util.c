@@ -935,10 +935,7 @@ void vm_keeper_start(void)
 		return;
 	if (pipe2(p, O_CLOEXEC))
 		tap_bail("pipe2: %s", strerror(errno));
-	fflush(stdout);
-	pid = fork();
-	if (pid < 0)
-		tap_bail("fork: %s", strerror(errno));
+	pid = tap_fork();
 	if (!pid) {
 		struct vm *vm;
 

@@ -550,10 +550,7 @@ pid_t child_fork(int *sock, void (*fn)(int sock, void *arg), void *arg,
 
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv))
 		tap_bail("socketpair: %s", strerror(errno));
-	fflush(stdout);
-	pid = fork();
-	if (pid < 0)
-		tap_bail("fork: %s", strerror(errno));
+	pid = tap_fork();
 	if (!pid) {
 		if (keep_none)
 			child_close_others(sv[1]);

@@ -2,9 +2,11 @@
 /*
  * TAP lines for test programs: see tap.h.
  */
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "tap.h"
@@ -86,6 +88,17 @@ void tap_bail(const char *fmt, ...)
 	tap_line("not ok - ", NULL, fmt, ap);
 	va_end(ap);
 	exit(1);
+}
+
+pid_t tap_fork(void)
+{
+	pid_t pid;
+
+	fflush(stdout);
+	pid = fork();
+	if (pid < 0)
+		tap_bail("fork: %s", strerror(errno));
+	return pid;
 }
 
 int tap_failures(void)

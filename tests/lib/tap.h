@@ -10,6 +10,7 @@
 #define KVMSTATS_TEST_TAP_H
 
 #include <stdbool.h>
+#include <sys/types.h>
 
 #define __printf(a, b) __attribute__((format(printf, a, b)))
 
@@ -25,6 +26,12 @@ void tap_diag(const char *fmt, ...) __printf(1, 2);
 
 /* Prints a failure and exits: for broken prerequisites mid-test. */
 void tap_bail(const char *fmt, ...) __printf(1, 2) __attribute__((noreturn));
+
+/*
+ * fork() with stdout flushed first (a child must not print its parent's
+ * buffered lines again); bails out of the test if it fails.
+ */
+pid_t tap_fork(void);
 
 int tap_failures(void);
 

@@ -128,8 +128,7 @@ static void check_pidfd(pid_t me, struct vm *vm, int pipe_rd, int unused)
 	expect_pidfd(self, vm->fd, 7, ENOENT, "own pidfd + vcpu 7");
 
 	/* A process that exited: a zombie, then reaped. */
-	fflush(stdout);
-	zombie = fork();
+	zombie = tap_fork();
 	if (!zombie) {
 		pause();
 		_exit(0);
@@ -296,8 +295,7 @@ int main(void)
 
 		if (pipe(sv))
 			tap_bail("pipe: %s", strerror(errno));
-		fflush(stdout);
-		zombie = fork();
+		zombie = tap_fork();
 		if (!zombie) {
 			struct vm *cvm = vm_create(1, NULL);
 

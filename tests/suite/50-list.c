@@ -214,8 +214,7 @@ int main(void)
 	/* A forked child inheriting our VM fds is not listed... */
 	if (pipe(hold))
 		tap_bail("pipe: %s", strerror(errno));
-	fflush(stdout);
-	heir = fork();
+	heir = tap_fork();
 	if (!heir) {
 		close(hold[1]);
 		if (read(hold[0], &ch, 1) < 0)

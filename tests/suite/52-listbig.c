@@ -56,10 +56,7 @@ static void target_start(struct target *t, int big)
 
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv))
 		tap_bail("socketpair: %s", strerror(errno));
-	fflush(stdout);
-	t->pid = fork();
-	if (t->pid < 0)
-		tap_bail("fork: %s", strerror(errno));
+	t->pid = tap_fork();
 	if (!t->pid) {
 		int lowest[NR_VMS], i, nr = big ? 1 : NR_VMS, null;
 		struct vm *vm;
@@ -224,8 +221,7 @@ static void case_big(void)
 		peak_kb - base_kb, VMALLOC_MB);
 
 	/* A lister killed in the middle of the walk dies. */
-	fflush(stdout);
-	lister = fork();
+	lister = tap_fork();
 	if (!lister) {
 		for (;;)
 			kvmstats_list_vms(dev, &vms);

@@ -154,8 +154,7 @@ static void check_list_pidfd(void)
 	r = ioctl(dev, KVMSTATS_LIST_PIDFD, NULL) ? -errno : 0;
 	tap_check(r == -EFAULT, "LIST_PIDFD NULL: EFAULT (got %d)", r);
 
-	fflush(stdout);
-	z = fork();
+	z = tap_fork();
 	if (!z) {
 		pause();
 		_exit(0);
@@ -351,8 +350,7 @@ static pid_t start_lister(int go_rd, int done_wr, int res_wr, pid_t pid, int fd)
 {
 	pid_t p;
 
-	fflush(stdout);
-	p = fork();
+	p = tap_fork();
 	if (!p) {
 		struct kvmstats_vm *vms = NULL;
 		int n, res[3];
@@ -468,8 +466,7 @@ static void check_exit_window(void)
 	pin_self_to(0);
 	if (pipe2(window_ctl, O_CLOEXEC))
 		tap_bail("pipe: %s", strerror(errno));
-	fflush(stdout);
-	p = fork();
+	p = tap_fork();
 	if (!p)
 		window_vmm(ksg);
 	if (read(window_ctl[0], &vmfd, sizeof(vmfd)) != sizeof(vmfd))

@@ -99,8 +99,7 @@ static void other_pidns(struct vm *vm)
 
 	if (pipe(out))
 		tap_bail("pipe: %s", strerror(errno));
-	fflush(stdout);
-	middle = fork();
+	middle = tap_fork();
 	if (!middle) {
 		pid_t gc;
 

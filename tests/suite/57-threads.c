@@ -509,8 +509,7 @@ static void check_other_pidns(void)
 
 	if (pipe(pfd))
 		tap_bail("pipe: %s", strerror(errno));
-	fflush(stdout);
-	mid = fork();
+	mid = tap_fork();
 	if (mid == 0) {
 		pid_t vmm;
 
@@ -575,8 +574,7 @@ static void check_hidepid(void)
 	snprintf(cmd, sizeof(cmd),
 		 TOOL " show %d:%d --vcpu all --json -f '^thread$'", getpid(),
 		 vm->fd);
-	fflush(stdout);
-	c = fork();
+	c = tap_fork();
 	if (c == 0) {
 		close(pfd[0]);
 		dup2(pfd[1], 1);

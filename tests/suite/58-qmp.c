@@ -636,10 +636,7 @@ static void qemu_start(void)
 
 	snprintf(log, sizeof(log), "%s/58-qmp-qemu.log", dir ? dir : "/tmp");
 	unlink(QMP_SOCK);
-	fflush(stdout);
-	qemu_pid = fork();
-	if (qemu_pid < 0)
-		tap_bail("fork: %s", strerror(errno));
+	qemu_pid = tap_fork();
 	if (qemu_pid == 0) {
 		int null = open("/dev/null", O_RDWR);
 		int err = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);

@@ -111,10 +111,7 @@ int main(void)
 
 	if (pipe(pid_pipe) || pipe(report) || pipe(go))
 		tap_bail("pipe: %s", strerror(errno));
-	fflush(stdout);
-	middle = fork();
-	if (middle < 0)
-		tap_bail("fork: %s", strerror(errno));
+	middle = tap_fork();
 	if (!middle) {
 		pid_t g;
 

@@ -154,10 +154,7 @@ int main(void)
 		root_unused_fd++;
 	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv))
 		tap_bail("socketpair: %s", strerror(errno));
-	fflush(stdout);
-	pid = fork();
-	if (pid < 0)
-		tap_bail("fork: %s", strerror(errno));
+	pid = tap_fork();
 	if (!pid) {
 		close(sv[0]);
 		close(dev);

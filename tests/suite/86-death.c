@@ -118,10 +118,7 @@ static void spawn(struct slot *s, bool early_kill)
 
 	if (pipe2(pfd, O_CLOEXEC | O_NONBLOCK))
 		tap_bail("pipe: %s", strerror(errno));
-	fflush(stdout);
-	pid = fork();
-	if (pid < 0)
-		tap_bail("fork: %s", strerror(errno));
+	pid = tap_fork();
 	if (!pid) {
 		close(pfd[0]);
 		close(dev);

@@ -67,10 +67,7 @@ static int in_child(int (*fn)(void *), void *arg)
 	int status;
 	pid_t pid;
 
-	fflush(stdout);
-	pid = fork();
-	if (pid < 0)
-		tap_bail("fork: %s", strerror(errno));
+	pid = tap_fork();
 	if (!pid) {
 		child_failures = tap_failures();
 		_exit(fn(arg));

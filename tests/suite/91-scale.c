@@ -177,10 +177,7 @@ static void start_vmms(void)
 	for (k = 0; k < NR_VMMS; k++) {
 		if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv))
 			tap_bail("socketpair: %s", strerror(errno));
-		fflush(stdout);
-		vmms[k].pid = fork();
-		if (vmms[k].pid < 0)
-			tap_bail("fork: %s", strerror(errno));
+		vmms[k].pid = tap_fork();
 		if (!vmms[k].pid) {
 			close(sv[0]);
 			vmm_main(k, sv[1]);
@@ -767,10 +764,7 @@ static pid_t spawn(const char *out, char *const argv[])
 	pid_t pid;
 	int fd;
 
-	fflush(stdout);
-	pid = fork();
-	if (pid < 0)
-		tap_bail("fork: %s", strerror(errno));
+	pid = tap_fork();
 	if (!pid) {
 		fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
 		dup2(fd, 1);
