@@ -147,16 +147,23 @@ static bool module_file(char *path, size_t len)
 	return false;
 }
 
-/* Does the module file end in an appended signature? */
-static bool module_signed(const char *path)
+/*
+ * Does the module file end in an appended signature?  1 yes, 0 no, -1
+ * cannot tell (compressed: the signature is inside).
+ */
+static int module_signed(const char *path)
 {
 	static const char marker[] = "~Module signature appended~\n";
 	char tail[sizeof(marker) - 1];
-	FILE *f = fopen(path, "re");
-	bool sig = false;
+	size_t n = strlen(path);
+	int sig = -1;
+	FILE *f;
 
+	if (n < 3 || strcmp(path + n - 3, ".ko"))
+		return -1;
+	f = fopen(path, "re");
 	if (!f)
-		return false;
+		return -1;
 	if (!fseek(f, -(long)sizeof(tail), SEEK_END) &&
 	    fread(tail, 1, sizeof(tail), f) == sizeof(tail))
 		sig = !memcmp(tail, marker, sizeof(tail));
@@ -187,7 +194,7 @@ static void secure_boot_hint(char *buf, size_t len)
 			"; Secure Boot is on, and no kvmstats.ko is installed for this kernel (dkms status; apt-get install kvmstats-dkms)");
 		return;
 	}
-	if (!module_signed(ko)) {
+	if (module_signed(ko) == 0) {
 		snprintf(
 			buf, len,
 			"; Secure Boot is on and %s is unsigned: the kernel refuses it. Rebuild it with DKMS, which signs it (dkms autoinstall), and enroll DKMS's key: mokutil --import " DKMS_MOK
