@@ -209,7 +209,7 @@ static void secure_boot_hint(char *buf, size_t len)
 		snprintf(
 			buf, len,
 			"; Secure Boot is on and DKMS's key " DKMS_MOK
-			", which signs %s, is not enrolled, so the kernel refuses the module (\"Key was rejected by service\"). Enroll it: mokutil --import " DKMS_MOK
+			" is not enrolled, so the kernel refuses %s if DKMS signed it (\"Key was rejected by service\"). Enroll it: mokutil --import " DKMS_MOK
 			", reboot, choose Enroll MOK; then modprobe kvmstats",
 			ko);
 	else if (enrolled == 1)
