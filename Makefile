@@ -6,6 +6,8 @@
 #                                  build kvmstats.ko -> build/module/<release>/kvmstats.ko
 #   make check  [KERNELS=...]      the test suite, in QEMU, on every kernel of tests/kernels
 #   make lint                      checkpatch, sparse and W=1 on every kernel, format check
+#   make check-secureboot          Secure Boot and lockdown, end to end, on Debian 12's
+#                                  signed chain (tests/secureboot/check)
 #
 # Kbuild (next to this file) describes the module; this Makefile is only the
 # front door and is not used by DKMS.
@@ -327,6 +329,13 @@ check-shell:
 check-selftest:
 	tests/qemu/deps check
 	KERNEL=$(KERNEL) tests/qemu/selftest/run
+
+# kvmstats under UEFI Secure Boot and lockdown on Debian 12's 6.1 and 6.12:
+# a Debian 12 disk with shim, GRUB, the signed kernel and the module DKMS
+# built and signed, booted in OVMF's Secure Boot firmware with the DKMS key
+# enrolled and without it (tests/secureboot/check; KERNELS=6.1 for one).
+check-secureboot:
+	tests/secureboot/check
 
 check-arm64-guests:
 	KERNELS=arm64 KVMSTATS_MODULE=none KVMSTATS_TESTS=05-guest \

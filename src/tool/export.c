@@ -139,7 +139,7 @@ static void source_state(struct scrape *s, int err, const char *what)
 		return;
 	}
 	if (err && source_unavailable(err)) {
-		char why[512];
+		char why[1024];
 
 		if (s->src->dir)
 			snprintf(why, sizeof(why), "KVMSTATS_STATS_DIR %s: %s",

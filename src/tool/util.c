@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -59,9 +60,176 @@ int exit_for(int err)
 	return EXIT_FAIL;
 }
 
+#define EFI_GLOBAL "8be4df61-93ca-11d2-aa0d-00e098032b8c"
+#define EFI_SHIM   "605dab50-e046-4300-abb6-3dd810dd8b23"
+#define EFIVARS	   "/sys/firmware/efi/efivars/"
+/* Debian 12's DKMS signs with this unless framework.conf says otherwise. */
+#define DKMS_MOK "/var/lib/dkms/mok.pub"
+
+/* Up to @max bytes of @path into a malloc'd buffer, or NULL. */
+static unsigned char *slurp(const char *path, size_t max, size_t *len)
+{
+	unsigned char *buf;
+	FILE *f = fopen(path, "re");
+
+	*len = 0;
+	if (!f)
+		return NULL;
+	buf = malloc(max);
+	if (buf)
+		*len = fread(buf, 1, max, f);
+	fclose(f);
+	if (buf && !*len) {
+		free(buf);
+		buf = NULL;
+	}
+	return buf;
+}
+
+/* 1: Secure Boot is on, 0: off, -1: the firmware does not say (no EFI,
+ * efivarfs not mounted). */
+static int secure_boot(void)
+{
+	size_t n;
+	unsigned char *v = slurp(EFIVARS "SecureBoot-" EFI_GLOBAL, 16, &n);
+	int on = -1;
+
+	/* efivarfs: 4 bytes of attributes, then the value. */
+	if (v && n == 5)
+		on = v[4] == 1;
+	free(v);
+	return on;
+}
+
+/* Is the DER certificate @cert in one of the MOK lists shim passes on to
+ * the kernel?  1 yes, 0 no, -1 no list readable. */
+static int mok_enrolled(const unsigned char *cert, size_t clen)
+{
+	static const char *const lists[] = {
+		"/sys/firmware/efi/mok-variables/MokListRT",
+		EFIVARS "MokListRT-" EFI_SHIM,
+		EFIVARS "MokListRT1-" EFI_SHIM,
+		EFIVARS "MokListRT2-" EFI_SHIM,
+	};
+	int seen = -1;
+	size_t i, n;
+
+	for (i = 0; i < sizeof(lists) / sizeof(lists[0]); i++) {
+		unsigned char *l = slurp(lists[i], 1 << 20, &n);
+
+		if (!l)
+			continue;
+		/* An EFI signature list holds each certificate verbatim. */
+		seen = seen > 0 || memmem(l, n, cert, clen) ? 1 : 0;
+		free(l);
+	}
+	return seen;
+}
+
+/* Where this kernel's kvmstats.ko is (DKMS's place first), in @path. */
+static bool module_file(char *path, size_t len)
+{
+	static const char *const places[] = {
+		"updates/dkms/kvmstats.ko",	"updates/dkms/kvmstats.ko.xz",
+		"updates/dkms/kvmstats.ko.zst", "updates/dkms/kvmstats.ko.gz",
+		"updates/kvmstats.ko",		"extra/kvmstats.ko",
+	};
+	struct utsname u;
+	size_t i;
+
+	if (uname(&u))
+		return false;
+	for (i = 0; i < sizeof(places) / sizeof(places[0]); i++) {
+		snprintf(path, len, "/lib/modules/%s/%s", u.release, places[i]);
+		if (!access(path, F_OK))
+			return true;
+	}
+	return false;
+}
+
 /*
- * Why /dev/kvmstats could not be opened, and what would fix it: for
- * permission denied, who the node belongs to and the udev rule that gives
+ * Does the module file end in an appended signature?  1 yes, 0 no, -1
+ * cannot tell (compressed: the signature is inside).
+ */
+static int module_signed(const char *path)
+{
+	static const char marker[] = "~Module signature appended~\n";
+	char tail[sizeof(marker) - 1];
+	size_t n = strlen(path);
+	int sig = -1;
+	FILE *f;
+
+	if (n < 3 || strcmp(path + n - 3, ".ko"))
+		return -1;
+	f = fopen(path, "re");
+	if (!f)
+		return -1;
+	if (!fseek(f, -(long)sizeof(tail), SEEK_END) &&
+	    fread(tail, 1, sizeof(tail), f) == sizeof(tail))
+		sig = !memcmp(tail, marker, sizeof(tail));
+	fclose(f);
+	return sig;
+}
+
+/*
+ * No /dev/kvmstats: why, when the firmware can tell.  With Secure Boot on,
+ * a kvmstats.ko that is installed but not loaded was most likely refused
+ * for its signature; say whether it is signed and whether the key DKMS
+ * signs with is an enrolled MOK (the lists shim hands the kernel), and
+ * what to run.  Empty when Secure Boot is off or unknown.
+ */
+static void secure_boot_hint(char *buf, size_t len)
+{
+	unsigned char *cert;
+	char ko[300];
+	size_t clen;
+	int enrolled;
+
+	buf[0] = 0;
+	if (secure_boot() != 1 || !access("/sys/module/kvmstats", F_OK))
+		return;
+	if (!module_file(ko, sizeof(ko))) {
+		snprintf(
+			buf, len,
+			"; Secure Boot is on, and no kvmstats.ko is installed for this kernel (dkms status; apt-get install kvmstats-dkms)");
+		return;
+	}
+	if (module_signed(ko) == 0) {
+		snprintf(
+			buf, len,
+			"; Secure Boot is on and %s is unsigned: the kernel refuses it. Rebuild it with DKMS, which signs it (dkms autoinstall), and enroll DKMS's key: mokutil --import " DKMS_MOK
+			", reboot, choose Enroll MOK",
+			ko);
+		return;
+	}
+	cert = slurp(DKMS_MOK, 1 << 16, &clen);
+	enrolled = cert ? mok_enrolled(cert, clen) : -1;
+	free(cert);
+	if (enrolled == 0)
+		snprintf(
+			buf, len,
+			"; Secure Boot is on and DKMS's key " DKMS_MOK
+			" is not enrolled, so the kernel refuses %s if DKMS signed it (\"Key was rejected by service\"). Enroll it: mokutil --import " DKMS_MOK
+			", reboot, choose Enroll MOK; then modprobe kvmstats",
+			ko);
+	else if (enrolled == 1)
+		snprintf(
+			buf, len,
+			"; %s is installed and DKMS's key is enrolled: load it, modprobe kvmstats",
+			ko);
+	else
+		snprintf(
+			buf, len,
+			"; Secure Boot is on: the kernel loads %s only if the key it is signed with is enrolled (mokutil --test-key " DKMS_MOK
+			"; mokutil --import " DKMS_MOK
+			" and reboot to enroll it)",
+			ko);
+}
+
+/*
+ * Why /dev/kvmstats could not be opened, and what would fix it: for a
+ * missing device under Secure Boot, whether the module's key is enrolled
+ * (secure_boot_hint); for permission denied, who the node belongs to and the udev rule that gives
  * it to the group kvmstats.
  */
 void device_error(int err, char *buf, size_t len)
@@ -74,8 +242,17 @@ void device_error(int err, char *buf, size_t len)
 
 	err = err < 0 ? -err : err;
 	if (err == ENOENT || err == ENXIO || err == ENODEV) {
-		snprintf(buf, len, "%s: %s (is the kvmstats module loaded?)",
-			 dev, strerror(err));
+		char sb[700];
+
+		secure_boot_hint(sb, sizeof(sb));
+		if (sb[0])
+			snprintf(buf, len,
+				 "%s: %s: the kvmstats module is not loaded%s",
+				 dev, strerror(err), sb);
+		else
+			snprintf(buf, len,
+				 "%s: %s (is the kvmstats module loaded?)", dev,
+				 strerror(err));
 		return;
 	}
 	if ((err != EACCES && err != EPERM) || stat(dev, &st)) {
@@ -110,7 +287,7 @@ void device_error(int err, char *buf, size_t len)
 int open_device(void)
 {
 	int fd = kvmstats_open_device();
-	char why[512];
+	char why[1024];
 
 	if (fd >= 0)
 		return fd;
