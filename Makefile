@@ -292,6 +292,11 @@ include $(CURDIR)/packaging/packaging.mk
 #   make check-arm64-guests         the arm64 kernels with KVM alone: boot, the
 #                                   harness and 05-guest, no kvmstats (a quick look
 #                                   at the arm64 guests; make check runs it all)
+#   make check-fresh                what a fresh Debian 12 machine makes of HEAD:
+#                                   a scratch mmdebstrap root (build/fresh/root), the
+#                                   install step and make check on 6.12 and arm64-6.12
+#                                   (05-guest, 70-tool) inside it (as root;
+#                                   tests/qemu/fresh, TAP lines; FRESH_ARGS=--keep)
 #   make lint                       checkpatch, sparse + W=1 builds, clang-format,
 #                                   shellcheck
 #   make format                     clang-format -i the userspace C that lint checks
@@ -299,7 +304,7 @@ include $(CURDIR)/packaging/packaging.mk
 KERNEL ?= 6.12
 CONFIG ?= default
 
-.PHONY: deps check check-long check-shell check-selftest check-monitoring monitoring lint format
+.PHONY: deps check check-long check-shell check-selftest check-monitoring check-fresh monitoring lint format
 
 deps:
 	tests/qemu/deps all
@@ -340,6 +345,10 @@ check-secureboot:
 check-arm64-guests:
 	KERNELS=arm64 KVMSTATS_MODULE=none KVMSTATS_TESTS=05-guest \
 		KVMSTATS_CHECK_OUT=$(BUILD)/check-arm64 tests/qemu/check
+
+# The tree's HEAD on a fresh machine: nothing of this one's state (tests/qemu/fresh).
+check-fresh:
+	tests/qemu/fresh $(FRESH_ARGS)
 
 lint:
 	tests/qemu/lint
