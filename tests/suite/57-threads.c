@@ -39,10 +39,9 @@
 #include "fault.h"
 #include "kvmstats_util.h"
 #include "json_check.h"
+#include "nested_qemu.h"
 
 #define TOOL	"/usr/bin/kvmstats"
-#define QEMU	"/usr/bin/qemu-system-x86_64"
-#define BIOS	"/usr/share/seabios/bios-256k.bin"
 #define OUT_MAX (1 << 20)
 #define KICK	SIGUSR2
 
@@ -654,15 +653,26 @@ static void check_qemu(void)
 {
 	static const char uuid[] = "0f6c2a7e-5b1d-4c3e-9a8f-21d4e6b7c9a0";
 	static const char UUID[] = "0F6C2A7E-5B1D-4C3E-9A8F-21D4E6B7C9A0";
+	const char *argv[32] = {
+		NESTED_QEMU, "-name",	    "guest=kvmstats-q,debug-threads=on",
+		"-uuid",     UUID,	    "-accel",
+		"kvm",	     "-cpu",	    "host",
+		"-smp",	     "2",	    "-m",
+		"32",	     "-nodefaults", "-display",
+		"none",	     "-monitor",    "none",
+	};
 	char want[512], cmd[256];
 	pid_t q, cpu[2] = { 0, 0 };
 	struct jthread j[2];
-	int i, rc, fd = -1;
+	int i, n, rc, fd = -1;
+	const char *why;
 	char *p;
 
-	if (access(QEMU, X_OK) || access(BIOS, R_OK)) {
-		tap_skip("no QEMU in the guest payload",
-			 "a real QEMU's name, UUID and vCPU threads");
+	for (n = 0; argv[n]; n++)
+		;
+	why = nested_qemu_boot(argv + n, &i);
+	if (why) {
+		tap_skip(why, "a real QEMU's name, UUID and vCPU threads");
 		return;
 	}
 	q = fork();
@@ -671,10 +681,7 @@ static void check_qemu(void)
 
 		dup2(null, 0);
 		dup2(null, 1);
-		execl(QEMU, QEMU, "-name", "guest=kvmstats-q,debug-threads=on",
-		      "-uuid", UUID, "-accel", "kvm", "-cpu", "host", "-smp",
-		      "2", "-m", "32", "-nodefaults", "-display", "none",
-		      "-monitor", "none", "-bios", BIOS, (char *)NULL);
+		execv(NESTED_QEMU, (char *const *)argv);
 		_exit(127);
 	}
 	/* Until both vCPU threads have entered KVM_RUN (slow under TCG). */
@@ -720,7 +727,8 @@ static void check_qemu(void)
 	run(TOOL " list --json");
 	snprintf(
 		want, sizeof(want),
-		"\"pid\": %d, \"fd\": %d, \"vcpus\": 2, \"comm\": \"qemu-system-x86\", \"name\": \"kvmstats-q\", \"uuid\": \"%s\"}",
+		"\"pid\": %d, \"fd\": %d, \"vcpus\": 2, \"comm\": \"" NESTED_QEMU_COMM
+		"\", \"name\": \"kvmstats-q\", \"uuid\": \"%s\"}",
 		q, fd, uuid);
 	tap_check(
 		strstr(out, want) != NULL,
@@ -729,7 +737,8 @@ static void check_qemu(void)
 	run(TOOL " export -f '^exits$'");
 	snprintf(
 		want, sizeof(want),
-		"\nkvm_vm_info{name=\"kvmstats-q\",uuid=\"%s\",pid=\"%d\",fd=\"%d\",uid=\"0\",comm=\"qemu-system-x86\",id=\"kvm-",
+		"\nkvm_vm_info{name=\"kvmstats-q\",uuid=\"%s\",pid=\"%d\",fd=\"%d\",uid=\"0\",comm=\"" NESTED_QEMU_COMM
+		"\",id=\"kvm-",
 		uuid, q, fd);
 	tap_check(strstr(out, want) != NULL,
 		  "export: kvm_vm_info of QEMU's VM has name and uuid");

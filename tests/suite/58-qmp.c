@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
  * kvmstats against QEMU's own query-stats, on a real QEMU: Debian's
- * qemu-system-x86_64 run nested with -accel kvm, 2 vCPUs, booting SeaBIOS,
- * with a QMP socket.  QEMU reads its statistics with KVM's own
+ * qemu-system-x86_64 or qemu-system-aarch64 run nested with -accel kvm,
+ * 2 vCPUs, booting SeaBIOS or (arm64) a few instructions that wait in WFI
+ * (nested_qemu.h), with a QMP socket.  QEMU reads its statistics with KVM's own
  * KVM_GET_STATS_FD; we read the same VM and vCPUs through /dev/kvmstats,
  * found from QEMU's pid alone (LIST_PIDFD), QEMU telling us nothing.
  *
@@ -22,8 +23,7 @@
  * moved (cumulative ones never back) and still agree.  Then quit.
  *
  * No statistic name is assumed: what is compared is whatever QEMU and the
- * file list.  x86 only, for now: the payload carries qemu-system-x86_64
- * and SeaBIOS; on other architectures the test skips.
+ * file list.
  */
 #include <fcntl.h>
 #include <poll.h>
@@ -39,9 +39,8 @@
 
 #include "fault.h"
 #include "kvmstats_util.h"
+#include "nested_qemu.h"
 
-#define QEMU	    "/usr/bin/qemu-system-x86_64"
-#define BIOS	    "/usr/share/seabios/bios-256k.bin"
 #define QMP_SOCK    "/tmp/58-qmp.sock"
 #define NR_VCPUS    2
 #define NR_OBJS	    (1 + NR_VCPUS) /* [0] the VM, [1 + i] vCPU index i */
@@ -625,14 +624,32 @@ static void qemu_kill(void)
 }
 
 /*
- * QEMU, stopped before its first instruction (-S), 2 vCPUs, SeaBIOS,
- * -accel kvm, its QMP socket at QMP_SOCK, stderr into the artifacts.  It
- * dies with us (PR_SET_PDEATHSIG), even if the harness kills the test.
+ * QEMU, stopped before its first instruction (-S), 2 vCPUs, @boot (the
+ * machine and what it boots), -accel kvm, its QMP socket at QMP_SOCK,
+ * stderr into the artifacts.  It dies with us (PR_SET_PDEATHSIG), even if
+ * the harness kills the test.
  */
-static void qemu_start(void)
+static void qemu_start(const char *const *boot)
 {
+	const char *argv[32] = {
+		NESTED_QEMU,   "-S",
+		"-name",       "guest=kvmstats-qmp,debug-threads=on",
+		"-accel",      "kvm",
+		"-cpu",	       "host",
+		"-smp",	       "2",
+		"-m",	       "32",
+		"-nodefaults", "-no-user-config",
+		"-display",    "none",
+		"-qmp",	       "unix:" QMP_SOCK ",server=on,wait=off",
+	};
 	const char *dir = getenv("KVMSTATS_ARTIFACTS");
 	char log[256];
+	int n;
+
+	for (n = 0; argv[n]; n++)
+		;
+	while (*boot)
+		argv[n++] = *boot++;
 
 	snprintf(log, sizeof(log), "%s/58-qmp-qemu.log", dir ? dir : "/tmp");
 	unlink(QMP_SOCK);
@@ -645,12 +662,7 @@ static void qemu_start(void)
 		dup2(null, 0);
 		dup2(null, 1);
 		dup2(err >= 0 ? err : null, 2);
-		execl(QEMU, QEMU, "-S", "-name",
-		      "guest=kvmstats-qmp,debug-threads=on", "-accel", "kvm",
-		      "-cpu", "host", "-smp", "2", "-m", "32", "-nodefaults",
-		      "-no-user-config", "-display", "none", "-bios", BIOS,
-		      "-qmp", "unix:" QMP_SOCK ",server=on,wait=off",
-		      (char *)NULL);
+		execv(NESTED_QEMU, (char *const *)argv);
 		_exit(127);
 	}
 	atexit(qemu_kill);
@@ -751,6 +763,23 @@ static const char *const host_side[] = {
 	"remote_tlb_flush", "remote_tlb_flush_requests", "pages_4k", "pages_2m",
 	"pages_1g",	    "nx_lpage_splits",
 };
+
+/*
+ * Whether the VM's statistics count the guest's own doing.  x86: pages_4k
+ * and the like count the memory the guest touches as KVM maps it.  arm64:
+ * the VM file has only remote_tlb_flush and remote_tlb_flush_requests,
+ * which only kvm_flush_remote_tlbs() moves: an MMU notifier's
+ * clear_flush_young of a page the guest touched (reclaim, which this
+ * swapless guest never does to QEMU's anonymous memory), not the guest's
+ * stage-2 faults nor dirty logging (arm64 flushes those by range, which
+ * is not counted).  So they stay 0 (seen on 6.12), and the VM's values
+ * are compared as they are, zeros.
+ */
+#if defined(__x86_64__)
+#define VM_COUNTS_GUEST 1
+#else
+#define VM_COUNTS_GUEST 0
+#endif
 
 static bool is_host_side(int obj, const char *name)
 {
@@ -1141,8 +1170,13 @@ static void check_values(int obj, const char *what, const struct jv *stats,
 				d->size);
 		}
 	}
+	if (!t.nonzero && obj == 0 && !VM_COUNTS_GUEST)
+		tap_diag(
+			"%s, %s: every value is 0, QEMU's and ours (nothing moves this VM's statistics here: VM_COUNTS_GUEST)",
+			what, when);
 	tap_check(
-		nr > 0 && !t.bad && t.nonzero > 0,
+		nr > 0 && !t.bad &&
+			(t.nonzero > 0 || (obj == 0 && !VM_COUNTS_GUEST)),
 		"%s, %s: QEMU's %d values equal ours read before and after it (%d scalars, %d booleans, %d histograms of %d buckets; %d non-zero)",
 		what, when, nr, t.scalars, t.booleans, t.hists, t.buckets,
 		t.nonzero);
@@ -1325,9 +1359,10 @@ static bool any_nonzero(const struct stats_blob *b)
 /*
  * Until the guest runs: each vCPU has entered KVM_RUN (LIST_VCPUS names
  * its thread) and counted something since @base (what QEMU's set-up
- * ioctls left), an AP once SeaBIOS has sent it its SIPI, and the VM has
- * counted something (the memory the guest touched is mapped); or until
- * @ms pass.
+ * ioctls left), an AP once SeaBIOS has sent it its SIPI (arm64: once
+ * CPU 0 has started it with PSCI CPU_ON), and, where the VM counts the
+ * guest (VM_COUNTS_GUEST), the VM has counted something (the memory the
+ * guest touched is mapped); or until @ms pass.
  */
 static bool wait_active(int dev, int pidfd, int vm_fd,
 			const struct stats_blob *base, unsigned int ms)
@@ -1343,7 +1378,7 @@ static bool wait_active(int dev, int pidfd, int vm_fd,
 		all = __kvmstats_list_vcpus(dev, pidfd, vm_fd,
 					    KVMSTATS_FD_PIDFD, &vc) == NR_VCPUS;
 		read_all(b);
-		all = all && any_nonzero(&b[0]);
+		all = all && (!VM_COUNTS_GUEST || any_nonzero(&b[0]));
 		for (i = 0; all && i < NR_VCPUS; i++)
 			all = vc[i].tid > 0 &&
 			      activity(&b[1 + i]) > activity(&base[1 + i]);
@@ -1355,7 +1390,7 @@ static bool wait_active(int dev, int pidfd, int vm_fd,
 	return false;
 }
 
-static void run(void)
+static void run(const char *const *boot)
 {
 	struct kvmstats_vm *vms = NULL;
 	struct jv *schemas_msg = NULL;
@@ -1366,7 +1401,7 @@ static void run(void)
 	int dev, pidfd, n, i, st;
 
 	dev = kvmstats_open();
-	qemu_start();
+	qemu_start(boot);
 	if (!qmp_open(&q, version, sizeof(version)))
 		return;
 
@@ -1399,7 +1434,7 @@ static void run(void)
 		    "QMP cont: the guest runs, each vCPU and the VM count within 120 s (%.1f s)",
 		    (now_ns() - t1) / 1e9))
 		return;
-	msleep(1000); /* SeaBIOS on its way: halts, interrupts, more memory */
+	msleep(1000); /* the guest on its way: halts, interrupts, memory */
 	if (!qmp_do(&q, "stop") ||
 	    !tap_check(qmp_status(&q, "paused"), "QMP stop: QEMU is paused"))
 		return;
@@ -1435,7 +1470,7 @@ static void run(void)
 		/*
 		 * vCPUs: the stop alone moves each (a signal takes it out
 		 * of KVM_RUN).  The VM's counters follow the guest's
-		 * memory (pages mapped, TLB flushes), which SeaBIOS need
+		 * memory (pages mapped, TLB flushes), which the guest need
 		 * not touch anew in 2 s: nothing has to grow there.
 		 */
 		check_moved(obj_name(i, buf, sizeof(buf)), &snaps[0].post[i],
@@ -1459,19 +1494,16 @@ static void run(void)
 
 int main(void)
 {
+	const char *boot[NESTED_QEMU_MAX_BOOT_ARGS + 1], *why;
+	int n;
+
 	kvm_test_init();
-#if !defined(__x86_64__)
-	tap_skip("the guest payload has QEMU and SeaBIOS for x86_64 only",
-		 "kvmstats against a real QEMU's query-stats");
-	return tap_exit();
-#endif
-	if (access(QEMU, X_OK) || access(BIOS, R_OK)) {
-		tap_skip(
-			"no QEMU in the guest payload (KVMSTATS_PAYLOAD_QEMU=0?)",
-			"kvmstats against a real QEMU's query-stats");
+	why = nested_qemu_boot(boot, &n);
+	if (why) {
+		tap_skip(why, "kvmstats against a real QEMU's query-stats");
 		return tap_exit();
 	}
-	run();
+	run(boot);
 	qemu_kill();
 	return tap_exit();
 }
