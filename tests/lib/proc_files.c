@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,6 +47,21 @@ static int pfd_cmp(const void *pa, const void *pb)
 }
 
 /* Appends the matching fds of task @tid's fd table (dir @dir) to *@v. */
+/*
+ * @want ending in ':' or '-' ("anon_inode:kvm-vcpu:", "anon_inode:kvmstats-")
+ * names a family, matched as a prefix; any other names one file type
+ * exactly: "anon_inode:kvm-vm" is not "anon_inode:kvm-vm-stats", the VM's
+ * own stats fd, which a VMM may hold for a moment.
+ */
+static bool name_matches(const char *link, const char *want)
+{
+	size_t n = strlen(want);
+
+	if (n && (want[n - 1] == ':' || want[n - 1] == '-'))
+		return !strncmp(link, want, n);
+	return !strcmp(link, want);
+}
+
 static int collect(const char *dir, pid_t tid, const char *prefix,
 		   struct pfd **v, size_t *n, size_t *cap)
 {
@@ -65,7 +81,7 @@ static int collect(const char *dir, pid_t tid, const char *prefix,
 		if (len < 0)
 			continue; /* closed meanwhile */
 		link[len] = '\0';
-		if (strncmp(link, want, strlen(want)))
+		if (!name_matches(link, want))
 			continue;
 		if (*n == *cap) {
 			struct pfd *nv;

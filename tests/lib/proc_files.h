@@ -13,7 +13,9 @@
 
 /*
  * The distinct files of process @pid whose link is "anon_inode:" followed
- * by @prefix, each at its lowest fd: those fds ascending in @fds (at most
+ * by @prefix (a family when it ends in ':' or '-', such as "kvm-vcpu:",
+ * else exactly that name: "kvm-vm" is not "kvm-vm-stats"), each at its
+ * lowest fd: those fds ascending in @fds (at most
  * @max of them).  Returns how many, or -errno.
  */
 int proc_anon_fds(pid_t pid, const char *prefix, int *fds, int max);
