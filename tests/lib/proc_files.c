@@ -46,7 +46,6 @@ static int pfd_cmp(const void *pa, const void *pb)
 	return a->fd < b->fd ? -1 : a->fd > b->fd;
 }
 
-/* Appends the matching fds of task @tid's fd table (dir @dir) to *@v. */
 /*
  * @want ending in ':' or '-' ("anon_inode:kvm-vcpu:", "anon_inode:kvmstats-")
  * names a family, matched as a prefix; any other names one file type
@@ -62,6 +61,7 @@ static bool name_matches(const char *link, const char *want)
 	return !strcmp(link, want);
 }
 
+/* Appends the matching fds of task @tid's fd table (dir @dir) to *@v. */
 static int collect(const char *dir, pid_t tid, const char *prefix,
 		   struct pfd **v, size_t *n, size_t *cap)
 {
@@ -102,8 +102,12 @@ static int collect(const char *dir, pid_t tid, const char *prefix,
 	return 0;
 }
 
-/* Sorts @v by file; the number of distinct files, or -errno. */
-static long distinct(struct pfd *v, size_t n)
+/*
+ * Sorts @v by file; the number of distinct files, or -errno.  With @first,
+ * also the first fd of each file's run (its lowest, for one task's table),
+ * at most @max of them, their number in *@nfirst.
+ */
+static long distinct(struct pfd *v, size_t n, int *first, int max, int *nfirst)
 {
 	size_t i;
 	long c = 0;
@@ -117,7 +121,11 @@ static long distinct(struct pfd *v, size_t n)
 
 		if (r < 0)
 			return -errno;
-		c += r != 0;
+		if (!r)
+			continue;
+		c++;
+		if (first && *nfirst < max)
+			first[(*nfirst)++] = v[i].fd;
 	}
 	return c;
 }
@@ -130,7 +138,7 @@ static int int_cmp(const void *a, const void *b)
 int proc_anon_fds(pid_t pid, const char *prefix, int *fds, int max)
 {
 	struct pfd *v = NULL;
-	size_t n = 0, cap = 0, i;
+	size_t n = 0, cap = 0;
 	char dir[64];
 	long c;
 	int r, k = 0;
@@ -141,16 +149,10 @@ int proc_anon_fds(pid_t pid, const char *prefix, int *fds, int max)
 		free(v);
 		return r;
 	}
-	c = distinct(v, n);
-	if (c < 0) {
-		free(v);
-		return (int)c;
-	}
-	/* Each run of one file: its lowest fd (the run is in fd order). */
-	for (i = 0; i < n; i++)
-		if ((!i || kcmp_file(&v[i - 1], &v[i]) != 0) && k < max)
-			fds[k++] = v[i].fd;
+	c = distinct(v, n, fds, max, &k);
 	free(v);
+	if (c < 0)
+		return (int)c;
 	if (k)
 		qsort(fds, k, sizeof(*fds), int_cmp);
 	return (int)c;
@@ -196,7 +198,7 @@ static long files_all_once(const char *prefix)
 		free(v);
 		return r;
 	}
-	c = distinct(v, n);
+	c = distinct(v, n, NULL, 0, NULL);
 	free(v);
 	return c;
 }
