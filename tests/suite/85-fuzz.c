@@ -127,6 +127,21 @@ static void bad(enum act a, const char *fmt, ...)
 		 msg);
 }
 
+/*
+ * One sample, at call @done, of a count of the open stats files (@what,
+ * @got) against the pool's: a difference is counted in *@bad and reported.
+ */
+static void sample_open_files(unsigned long done, const char *what, long got,
+			      unsigned long *bad)
+{
+	if (got == pool_nr)
+		return;
+	(*bad)++;
+	if (reports++ < MAX_REPORTS)
+		tap_diag("call %lu: %s %ld, we hold %d", done, what, got,
+			 pool_nr);
+}
+
 static const char *res_str(long r, char *buf, size_t len)
 {
 	if (r >= 0)
@@ -1598,22 +1613,11 @@ int main(void)
 			break;
 		}
 		if (done % 4096 == 4095) {
-			live = rel_live_files() - (leak >= 0);
-			if (live != pool_nr) {
-				live_bad++;
-				if (reports++ < MAX_REPORTS)
-					tap_diag(
-						"call %lu: live_files %ld, we hold %d",
-						done, live, pool_nr);
-			}
-			proc = proc_kvmstats_files();
-			if (proc != pool_nr) {
-				proc_bad++;
-				if (reports++ < MAX_REPORTS)
-					tap_diag(
-						"call %lu: /proc shows %ld kvmstats files open, we hold %d",
-						done, proc, pool_nr);
-			}
+			sample_open_files(done, "live_files",
+					  rel_live_files() - (leak >= 0),
+					  &live_bad);
+			sample_open_files(done, "kvmstats files open by /proc",
+					  proc_kvmstats_files(), &proc_bad);
 			if (now_ns() > deadline)
 				break;
 		}
