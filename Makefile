@@ -297,6 +297,8 @@ include $(CURDIR)/packaging/packaging.mk
 #                                   install step and make check on 6.12 and arm64-6.12
 #                                   (05-guest, 70-tool) inside it (as root;
 #                                   tests/qemu/fresh, TAP lines; FRESH_ARGS=--keep)
+#   make check-fresh-full           the same root, and in it only what a new user
+#                                   types: make check, the whole matrix (hours)
 #   make lint                       checkpatch, sparse + W=1 builds, clang-format,
 #                                   shellcheck
 #   make format                     clang-format -i the userspace C that lint checks
@@ -304,7 +306,7 @@ include $(CURDIR)/packaging/packaging.mk
 KERNEL ?= 6.12
 CONFIG ?= default
 
-.PHONY: deps check check-long check-shell check-selftest check-monitoring check-fresh monitoring lint format
+.PHONY: deps check check-long check-shell check-selftest check-monitoring check-fresh check-fresh-full monitoring lint format
 
 deps:
 	tests/qemu/deps all
@@ -349,6 +351,9 @@ check-arm64-guests:
 # The tree's HEAD on a fresh machine: nothing of this one's state (tests/qemu/fresh).
 check-fresh:
 	tests/qemu/fresh $(FRESH_ARGS)
+
+check-fresh-full:
+	tests/qemu/fresh --full $(FRESH_ARGS)
 
 lint:
 	tests/qemu/lint
