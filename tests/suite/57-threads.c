@@ -443,12 +443,21 @@ static void check_steal(void)
 		rc == 0 && row && rank == 0,
 		"top -s wait --per vcpu: the vCPU that waits comes first (%s row %d)",
 		obj, rank);
+	/*
+	 * top's figures against the kernel's, for the window around it: the
+	 * vCPU's own wait and run time from schedstat.  Its wait is at least
+	 * the competitor's share; it is more where the kernel's threads and
+	 * the tool take part of CPU 1 too (under load, or on a KASAN
+	 * kernel: 0.60 waited against 0.39 the competitor ran, seen), so the
+	 * competitor bounds it from below only.
+	 */
 	tap_check(
 		window && twait > 100 * comp * 0.75 &&
-			twait < 100 * comp * 1.33 && tcpu > 100 * cpu1 * 0.75 &&
-			tcpu < 100 * cpu1 * 1.33,
-		"top: its WAIT%% %.1f about the competitor's share of the CPU (%.1f%%), its CPU%% %.1f about what it ran (%.1f%%)",
-		twait, 100 * comp, tcpu, 100 * cpu1);
+			twait > 100 * wait1 * 0.75 &&
+			twait < 100 * wait1 * 1.33 &&
+			tcpu > 100 * cpu1 * 0.75 && tcpu < 100 * cpu1 * 1.33,
+		"top: its WAIT%% %.1f about what the vCPU waited (%.1f%%) and at least the competitor's share of the CPU (%.1f%%), its CPU%% %.1f about what it ran (%.1f%%)",
+		twait, 100 * wait1, 100 * comp, tcpu, 100 * cpu1);
 	if (tap_failures())
 		tap_diag("top output:\n%s", out);
 
