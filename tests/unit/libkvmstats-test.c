@@ -2755,8 +2755,13 @@ static int sched_in_child(const char *how, pid_t pid, pid_t tid, char *why,
 			waitpid(c, NULL, 0);
 			_exit(0);
 		}
+		/*
+		 * Private from /proc down, not from /: in a chroot (a
+		 * scratch root of tests/qemu/fresh) / is no mount point, and
+		 * changing its propagation is EINVAL.
+		 */
 		if (unshare(CLONE_NEWNS) ||
-		    mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) ||
+		    mount(NULL, "/proc", NULL, MS_REC | MS_PRIVATE, NULL) ||
 		    mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV,
 			  "hidepid=invisible")) {
 			dprintf(pfd[1], "1 a hidepid procfs: %s",
