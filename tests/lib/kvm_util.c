@@ -758,6 +758,28 @@ void vcpu_thread_wait_running(struct vcpu *vcpu)
 	msleep(50);
 }
 
+/*
+ * pthread_join() returns when the thread's tid word is cleared, which the
+ * kernel does before it releases the thread (its pid, /proc/self/task/TID):
+ * wait for that too, so that what the kernel says of the thread afterwards
+ * is "exited".
+ */
+void thread_wait_released(pid_t tid)
+{
+	uint64_t deadline = now_ns() + 10ull * 1000000000ull;
+	char path[64];
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d", (int)tid);
+	while (!access(path, F_OK)) {
+		if (now_ns() > deadline) {
+			tap_diag("thread %d still in /proc 10 s after it ended",
+				 (int)tid);
+			return;
+		}
+		msleep(1);
+	}
+}
+
 void vcpu_thread_stop(struct vcpu *vcpu)
 {
 	uint64_t deadline = now_ns() + 10ull * 1000000000ull;
@@ -774,6 +796,8 @@ void vcpu_thread_stop(struct vcpu *vcpu)
 		msleep(5);
 	}
 	pthread_join(vcpu->thread, NULL);
+	if (vcpu->tid)
+		thread_wait_released(vcpu->tid);
 	vcpu->thread_started = false;
 	vcpu->run->immediate_exit = 0;
 	if (vcpu->thread_err)

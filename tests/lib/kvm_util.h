@@ -149,6 +149,8 @@ void vm_run_all_to_hlt(struct vm *vm, enum guest_prog prog, unsigned int n);
  */
 void vcpu_thread_start(struct vcpu *vcpu);
 void vcpu_thread_stop(struct vcpu *vcpu);
+/* After pthread_join(): wait until the kernel has released thread @tid. */
+void thread_wait_released(pid_t tid);
 /* Wait until the thread has entered KVM_RUN at least once. */
 void vcpu_thread_wait_running(struct vcpu *vcpu);
 

@@ -225,15 +225,7 @@ static void vthread_end(struct vthread *v)
 	pthread_join(v->th, NULL);
 	close(v->go[0]);
 	close(v->go[1]);
-	/* Until the kernel has released it, its tid is still there. */
-	{
-		char path[64];
-		int i;
-
-		snprintf(path, sizeof(path), "/proc/self/task/%d", v->tid);
-		for (i = 0; i < 200 && !access(path, F_OK); i++)
-			msleep(5);
-	}
+	thread_wait_released(v->tid);
 }
 
 /* ------------------------------------------------ who runs each vCPU */
