@@ -14,9 +14,6 @@
 #include "kvm_util.h"
 #include "trace_util.h"
 
-static char tracing[64];
-static char group[32];
-
 static int write_file(const char *path, const char *s, int flags)
 {
 	int fd = open(path, O_WRONLY | O_CLOEXEC | flags);
@@ -27,6 +24,33 @@ static int write_file(const char *path, const char *s, int flags)
 	n = write(fd, s, strlen(s));
 	close(fd);
 	return n == (ssize_t)strlen(s) ? 0 : -EIO;
+}
+
+static char tracing[64];
+static char group[32];
+/* /proc/sys/debug/kprobes-optimization before setup, or -1. */
+static int optimization = -1;
+
+#define KPROBES_OPTIMIZATION "/proc/sys/debug/kprobes-optimization"
+
+/*
+ * An optimized kprobe (a jump to a trampoline) unwinds no further than
+ * the trampoline on some kernels: on the debug kernel of make check-debug
+ * the stack ended there, 5 frames, with none of the callers a test looks
+ * for.  Breakpoint kprobes unwind from the trap's registers.  Off while
+ * the probes exist; destroy_trace_teardown() puts the old value back.
+ */
+static void optimization_off(void)
+{
+	char buf[8] = "";
+	int fd = open(KPROBES_OPTIMIZATION, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return;
+	if (read(fd, buf, sizeof(buf) - 1) > 0)
+		optimization = atoi(buf);
+	close(fd);
+	write_file(KPROBES_OPTIMIZATION, "0", 0);
 }
 
 static void tracing_path(char *buf, size_t len, const char *fmt,
@@ -80,6 +104,7 @@ int destroy_trace_setup(const char *grp)
 		i = 0;
 	}
 	snprintf(tracing, sizeof(tracing), "%s", dirs[i]);
+	optimization_off();
 	r = add_event("destroy", "kvm_arch_destroy_vm");
 	if (!r)
 		r = add_event("borrow", "kthread_use_mm");
@@ -110,6 +135,10 @@ void destroy_trace_teardown(void)
 		tracing_path(path, sizeof(path), "%s", "kprobe_events");
 		snprintf(def, sizeof(def), "-:%s/%s\n", group, names[i]);
 		write_file(path, def, O_APPEND);
+	}
+	if (optimization >= 0) {
+		snprintf(def, sizeof(def), "%d", optimization);
+		write_file(KPROBES_OPTIMIZATION, def, 0);
 	}
 }
 
@@ -267,7 +296,8 @@ int destroy_trace_wait(struct destroy *d, int max, int want,
 	}
 }
 
-bool destroy_on_stack(const struct destroy *d, const char *func)
+/* The index of @func on @d's stack, innermost first, or -1. */
+static int stack_index(const struct destroy *d, const char *func)
 {
 	size_t len = strlen(func);
 	int i;
@@ -276,8 +306,20 @@ bool destroy_on_stack(const struct destroy *d, const char *func)
 		if (!strncmp(d->stack[i], func, len) &&
 		    (d->stack[i][len] == 0 || d->stack[i][len] == '+' ||
 		     d->stack[i][len] == ' ' || d->stack[i][len] == '.'))
-			return true;
-	return false;
+			return i;
+	return -1;
+}
+
+bool destroy_on_stack(const struct destroy *d, const char *func)
+{
+	return stack_index(d, func) >= 0;
+}
+
+bool destroy_stack_whole(const struct destroy *d)
+{
+	int i = stack_index(d, "kvm_destroy_vm");
+
+	return i >= 0 && d->depth >= i + 3;
 }
 
 bool destroy_in_foreign_task_work(const struct destroy *d)

@@ -47,6 +47,13 @@ int destroy_trace_borrows(void);
 /* Is @func on @d's stack? */
 bool destroy_on_stack(const struct destroy *d, const char *func);
 /*
+ * Does @d's stack go past the probe into the callers, so that what is not
+ * on it was not there: kvm_destroy_vm() and at least two frames below it
+ * (whoever dropped the last reference, and what ran that).  A stack that
+ * stops at the probe's trampoline would pass every "not on the stack".
+ */
+bool destroy_stack_whole(const struct destroy *d);
+/*
  * Did @d run in task work other than a file's release (__fput(), which
  * runs a process's own close in its own task work)?  kvmstats once queued
  * task work of its own on VMM threads to destroy VMs there.

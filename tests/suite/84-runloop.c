@@ -146,8 +146,10 @@ int main(void)
 		      "B destroyed while its VMM ran A (%d destroys in %d s)",
 		      n, RUN_S)) {
 		destroy_diag(&d[0], "B");
-		tap_check(d[0].depth > 0, "B's destroy has a stack (%d frames)",
-			  d[0].depth);
+		tap_check(
+			destroy_stack_whole(&d[0]),
+			"B's destroy has a whole stack: kvm_destroy_vm and its callers (%d frames)",
+			d[0].depth);
 		tap_check(!destroy_on_stack(&d[0], "kvm_arch_vcpu_ioctl_run") &&
 				  !destroy_on_stack(&d[0], "kvm_vcpu_ioctl"),
 			  "B was not torn down inside A's KVM_RUN");
