@@ -317,7 +317,7 @@ bool destroy_on_stack(const struct destroy *d, const char *func)
 
 bool destroy_stack_whole(const struct destroy *d)
 {
-	int i = stack_index(d, "kvm_destroy_vm");
+	int i = stack_index(d, "kvm_arch_destroy_vm");
 
 	return i >= 0 && d->depth >= i + 3;
 }

@@ -48,9 +48,10 @@ int destroy_trace_borrows(void);
 bool destroy_on_stack(const struct destroy *d, const char *func);
 /*
  * Does @d's stack go past the probe into the callers, so that what is not
- * on it was not there: kvm_destroy_vm() and at least two frames below it
- * (whoever dropped the last reference, and what ran that).  A stack that
- * stops at the probe's trampoline would pass every "not on the stack".
+ * on it was not there: kvm_arch_destroy_vm() itself and at least two
+ * frames below it (kvm_destroy_vm(), inlined into kvm_put_kvm() on some
+ * builds, and whoever dropped the last reference).  A stack that stops at
+ * the probe's trampoline would pass every "not on the stack".
  */
 bool destroy_stack_whole(const struct destroy *d);
 /*

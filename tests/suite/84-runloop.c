@@ -148,7 +148,7 @@ int main(void)
 		destroy_diag(&d[0], "B");
 		tap_check(
 			destroy_stack_whole(&d[0]),
-			"B's destroy has a whole stack: kvm_destroy_vm and its callers (%d frames)",
+			"B's destroy has a whole stack: kvm_arch_destroy_vm and its callers (%d frames)",
 			d[0].depth);
 		tap_check(!destroy_on_stack(&d[0], "kvm_arch_vcpu_ioctl_run") &&
 				  !destroy_on_stack(&d[0], "kvm_vcpu_ioctl"),
